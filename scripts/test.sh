@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite. Every stage runs, and the exit code is non-zero when any
+# stage failed. Run one stage with: scripts/test.sh units  (see STAGES below).
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+STAGES=(setup lint changelog sanity units integration compat molecule)
+[ $# -gt 0 ] && STAGES=("$@")
+
+stage_setup() {
+  apt_ensure git podman runc debootstrap dpkg-dev uidmap fuse-overlayfs slirp4netns
+  bash scripts/bootstrap.sh
+}
+stage_lint() { ansible-lint --profile production --offline; }
+stage_changelog() { antsibull-changelog lint; }
+stage_sanity() { bash scripts/sanity.sh; }
+stage_units() { python -m pytest -q -p no:cacheprovider -n 2 tests/unit; }
+stage_integration() { python -m pytest -q -p no:cacheprovider tests/integration; }
+stage_compat() { bash scripts/compat.sh; }
+stage_molecule() { bash scripts/molecule.sh; }
+
+export PATH="$VENV/bin:$PATH"
+declare -a passed=() failed=()
+for s in "${STAGES[@]}"; do
+  log "stage: $s"
+  start=$SECONDS
+  if "stage_$s"; then passed+=("$s"); else failed+=("$s"); fi
+  printf -- '--- %s took %ss\n' "$s" $((SECONDS - start))
+  # Without the tools from setup nothing else can run.
+  [ "$s" = setup ] && [ ${#failed[@]} -gt 0 ] && break
+done
+
+echo
+echo "stages passed: ${passed[*]:-none}"
+echo "stages failed: ${failed[*]:-none}"
+echo "stages: ${#passed[@]} passed, ${#failed[@]} failed"
+[ ${#failed[@]} -eq 0 ]

@@ -1,0 +1,51 @@
+"""Shared test set-up: import the collection from this checkout.
+
+Tests import ``ansible_collections.gpuops.platform`` from the working tree (like
+``ansible-test units`` does) through a link under ``.cache/src``, so a change is
+tested without rebuilding. kubernetes.core is importable from ``collections/``.
+"""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GPUOPS_SHARED_DIR", ROOT.parent / "shared"))
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _collection_src():
+    base = ROOT / ".cache" / "src"
+    link = base / "ansible_collections" / "gpuops" / "platform"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            link.symlink_to(ROOT, target_is_directory=True)
+        except FileExistsError:  # another xdist worker made it first
+            pass
+    return base
+
+
+for _path in (ROOT / "collections", _collection_src()):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_reference():
+    """The upstream reference data (CRDs, chart values) beside the checkout."""
+    ref = SHARED / "reference"
+    if not ref.is_dir():
+        pytest.fail("upstream reference data not found at %s; set GPUOPS_SHARED_DIR" % ref)
+    return ref
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir():
+    return FIXTURES
