@@ -27,7 +27,8 @@ def _collection_src():
     return base
 
 
-for _path in (ROOT / "collections", _collection_src()):
+# tests/unit holds shared test doubles (tests/unit/fakes), importable as `fakes`.
+for _path in (ROOT / "tests" / "unit", ROOT / "collections", _collection_src()):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
