@@ -52,6 +52,9 @@ class _GpuLost(Exception):
     pass
 
 
+END = object()  # query() result when the call raised one of the caller's "end" errors
+
+
 # ---------------------------------------------------------------------------
 # Versions outside NVML
 # ---------------------------------------------------------------------------
@@ -153,11 +156,18 @@ class _Collector(object):
             for name in dir(nvml)
             if name.startswith("NVML_DEVICE_ARCH_") and name != "NVML_DEVICE_ARCH_UNKNOWN")
 
-    def query(self, errors, function, *args):
-        """Call one NVML function; NotSupported is None, other errors are noted and None."""
+    def query(self, errors, function, *args, **options):
+        """Call one NVML function and map its errors.
+
+        NotSupported is None; exceptions in ``options["end"]`` return END (the caller's
+        "no more links / free slot" signal); GpuIsLost and Uninitialized stop the GPU or
+        the run; any other NVML error is noted in ``errors`` and is None.
+        """
         nvml = self.nvml
         try:
             return getattr(nvml, function)(*args)
+        except options.get("end", ()):
+            return END
         except nvml.NVMLError_NotSupported:
             return None
         except nvml.NVMLError_GpuIsLost:
@@ -167,7 +177,8 @@ class _Collector(object):
                 "NVML reported Uninitialized during %s: the NVIDIA driver was unloaded or "
                 "reset while facts were gathered; run the task again" % function)
         except nvml.NVMLError as err:
-            errors.append("%s: %s" % (function, err))
+            label = function + ("(%s)" % ", ".join(str(a) for a in args[1:]) if options.get("args_in_label") else "")
+            errors.append("%s: %s" % (label, err))
             return None
 
     def system(self, facts):
@@ -182,18 +193,10 @@ class _Collector(object):
     def gpu(self, index):
         gpu = _blank_gpu(index)
         try:
-            handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
-        except self.nvml.NVMLError_GpuIsLost:
-            gpu["lost"] = True
-            return gpu
-        except self.nvml.NVMLError_Uninitialized:
-            raise NvmlCollectError("NVML reported Uninitialized while opening GPU %d" % index)
-        except self.nvml.NVMLError as err:
-            # NoPermission (GPU hidden by cgroups), InsufficientPower, ...: nothing more to ask.
-            gpu["errors"].append("nvmlDeviceGetHandleByIndex: %s" % err)
-            return gpu
-        try:
-            self._fill(gpu, handle)
+            # NoPermission (GPU hidden by cgroups), InsufficientPower...: nothing more to ask.
+            handle = self.query(gpu["errors"], "nvmlDeviceGetHandleByIndex", index)
+            if handle is not None:
+                self._fill(gpu, handle)
         except _GpuLost:
             gpu["lost"] = True
         return gpu
@@ -243,19 +246,11 @@ class _Collector(object):
     def _temperature(self, err, h):
         nvml = self.nvml
         if hasattr(nvml, "nvmlDeviceGetTemperatureV"):
-            try:
-                return nvml.nvmlDeviceGetTemperatureV(h, nvml.NVML_TEMPERATURE_GPU)
-            except nvml.NVMLError_FunctionNotFound:
-                pass    # driver older than the binding: use the v1 call below
-            except nvml.NVMLError_NotSupported:
-                return None
-            except nvml.NVMLError_GpuIsLost:
-                raise _GpuLost()
-            except nvml.NVMLError_Uninitialized:
-                raise NvmlCollectError("NVML reported Uninitialized during nvmlDeviceGetTemperatureV")
-            except nvml.NVMLError as error:
-                err.append("nvmlDeviceGetTemperatureV: %s" % error)
-                return None
+            temp = self.query(err, "nvmlDeviceGetTemperatureV", h, nvml.NVML_TEMPERATURE_GPU,
+                              end=(nvml.NVMLError_FunctionNotFound,))
+            if temp is not END:
+                return temp
+        # A driver older than the binding has no nvmlDeviceGetTemperatureV.
         return self.query(err, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU)
 
     def _clocks(self, err, h):
@@ -298,21 +293,17 @@ class _Collector(object):
         nvml = self.nvml
         links = []
         for link in range(nvml.NVML_NVLINK_MAX_LINKS):
-            try:
-                state = nvml.nvmlDeviceGetNvLinkState(h, link)
-            except (nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument):
-                break   # no NVLink, or past the last link of this GPU
-            except nvml.NVMLError_GpuIsLost:
-                raise _GpuLost()
-            except nvml.NVMLError as error:
-                err.append("nvmlDeviceGetNvLinkState(%d): %s" % (link, error))
+            # NotSupported: no NVLink; InvalidArgument: past this GPU's last link.
+            state = self.query(err, "nvmlDeviceGetNvLinkState", h, link, args_in_label=True,
+                               end=(nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument))
+            if state is END or state is None:
                 break
             entry = {"link": link, "active": state == nvml.NVML_FEATURE_ENABLED,
                      "remote_type": None, "remote_bus_id": None}
             if entry["active"]:
-                remote = self.query(err, "nvmlDeviceGetNvLinkRemoteDeviceType", h, link)
+                remote = self.query(err, "nvmlDeviceGetNvLinkRemoteDeviceType", h, link, args_in_label=True)
                 entry["remote_type"] = _NVLINK_REMOTE.get(remote, "unknown") if remote is not None else None
-                pci = self.query(err, "nvmlDeviceGetNvLinkRemotePciInfo", h, link)
+                pci = self.query(err, "nvmlDeviceGetNvLinkRemotePciInfo", h, link, args_in_label=True)
                 entry["remote_bus_id"] = _text(pci.busId) if pci is not None else None
             links.append(entry)
         return links
@@ -348,14 +339,10 @@ class _Collector(object):
         profiles = _ProfileNames(self, err, h)
         instances = {}
         for index in range(q(err, "nvmlDeviceGetMaxMigDeviceCount", h) or 0):
-            try:
-                mig_handle = nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, index)
-            except nvml.NVMLError_NotFound:
-                continue    # a free slot: NVML numbers MIG devices up to the maximum
-            except nvml.NVMLError_GpuIsLost:
-                raise _GpuLost()
-            except nvml.NVMLError as error:
-                err.append("nvmlDeviceGetMigDeviceHandleByIndex(%d): %s" % (index, error))
+            # NotFound: a free slot, NVML numbers MIG devices up to the maximum.
+            mig_handle = q(err, "nvmlDeviceGetMigDeviceHandleByIndex", h, index, args_in_label=True,
+                           end=(nvml.NVMLError_NotFound,))
+            if mig_handle is END or mig_handle is None:
                 continue
             gi_id = q(err, "nvmlDeviceGetGpuInstanceId", mig_handle)
             device = {"index": index, "gpu_instance_id": gi_id,
@@ -391,14 +378,11 @@ class _ProfileNames(object):
         nvml = self.collector.nvml
         while profile_id not in self.names and self.next_index < nvml.NVML_GPU_INSTANCE_PROFILE_COUNT:
             index, self.next_index = self.next_index, self.next_index + 1
-            try:
-                info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(self.handle, index)
-            except (nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument):
-                continue    # profile not offered by this GPU
-            except nvml.NVMLError_GpuIsLost:
-                raise _GpuLost()
-            except nvml.NVMLError as error:
-                self.errors.append("nvmlDeviceGetGpuInstanceProfileInfo(%d): %s" % (index, error))
+            # NotSupported / InvalidArgument: a profile this GPU does not offer.
+            info = self.collector.query(self.errors, "nvmlDeviceGetGpuInstanceProfileInfo", self.handle, index,
+                                        args_in_label=True,
+                                        end=(nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument))
+            if info is END or info is None:
                 continue
             self.names.setdefault(info.id, _text(info.name).replace("MIG ", "", 1))
         return self.names.get(profile_id)

@@ -283,6 +283,8 @@ def nvml_api(func):
     @functools.wraps(func)
     def wrapper(self, *args, **kwargs):
         gpu = getattr(args[0], "gpu", None) if args else None
+        if name == "nvmlDeviceGetHandleByIndex" and args and 0 <= args[0] < len(self.node.gpus):
+            gpu = self.node.gpus[args[0]]   # NVML checks the GPU as it hands out the handle
         self.calls[name] += 1
         if gpu is not None:
             self.calls_by_gpu[(name, gpu.index)] += 1
@@ -427,13 +429,7 @@ class FakeNvml(_Constants):
     def nvmlDeviceGetHandleByIndex(self, index):
         if not 0 <= index < len(self.node.gpus):
             raise _error(_real.NVML_ERROR_INVALID_ARGUMENT)
-        gpu = self.node.gpus[index]
-        # NVML checks the GPU when it hands out the handle.
-        if gpu.lost:
-            raise _error(_real.NVML_ERROR_GPU_IS_LOST)
-        if ("nvmlDeviceGetHandleByIndex", index) in self.failures:
-            raise _error(self.failures[("nvmlDeviceGetHandleByIndex", index)])
-        return DeviceHandle(gpu)
+        return DeviceHandle(self.node.gpus[index])
 
     @nvml_api
     def nvmlDeviceGetHandleByUUID(self, uuid):
