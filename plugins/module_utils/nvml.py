@@ -59,13 +59,13 @@ END = object()  # query() result when the call raised one of the caller's "end" 
 # Versions outside NVML
 # ---------------------------------------------------------------------------
 
-def read_kernel_module_version(paths=KERNEL_MODULE_VERSION_PATHS):
+def read_kernel_module_version(paths=None):
     """The version of the loaded nvidia kernel module, or None when none is loaded.
 
     /sys/module/nvidia/version holds just the version; /proc/driver/nvidia/version
     holds "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  570.172.08 ...".
     """
-    for path in paths:
+    for path in KERNEL_MODULE_VERSION_PATHS if paths is None else paths:
         try:
             with open(path) as handle:
                 text = handle.read()
@@ -77,10 +77,10 @@ def read_kernel_module_version(paths=KERNEL_MODULE_VERSION_PATHS):
     return None
 
 
-def read_userspace_library_version(globs=USERSPACE_LIBRARY_GLOBS):
+def read_userspace_library_version(globs=None):
     """The version in the installed libnvidia-ml.so.<version> file name, or None."""
     versions = set()
-    for pattern in globs:
+    for pattern in USERSPACE_LIBRARY_GLOBS if globs is None else globs:
         for path in glob.glob(pattern):
             match = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
             if match:
@@ -388,8 +388,7 @@ class _ProfileNames(object):
         return self.names.get(profile_id)
 
 
-def collect(nvml, kernel_module_paths=KERNEL_MODULE_VERSION_PATHS,
-            library_globs=USERSPACE_LIBRARY_GLOBS, temperature_warning_c=None):
+def collect(nvml, kernel_module_paths=None, library_globs=None, temperature_warning_c=None):
     """Gather ``ansible_facts.nvidia`` through ``nvml`` (the pynvml module or a fake).
 
     Raises NvmlCollectError when NVML breaks mid-way; every expected absence (no
