@@ -31,7 +31,7 @@ description:
   - With O(replay_file), returns recorded facts instead of asking NVML, so plans can be made
     offline from a fleet's recorded facts.
 author:
-  - gpuops.platform maintainers
+  - gpuops.platform maintainers (@gpuops)
 requirements:
   - nvidia-ml-py (the C(pynvml) module) on the managed node, unless O(replay_file) is used.
   - The NVIDIA driver (C(libnvidia-ml.so.1)) for facts of real GPUs.
