@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ctypes
 import glob
 import json
 import re
@@ -168,8 +169,8 @@ class _Collector(object):
             return getattr(nvml, function)(*args)
         except options.get("end", ()):
             return END
-        except nvml.NVMLError_NotSupported:
-            return None
+        except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
+            return None     # FunctionNotFound: a driver older than the query, so not supported
         except nvml.NVMLError_GpuIsLost:
             raise _GpuLost()
         except nvml.NVMLError_Uninitialized:
@@ -311,7 +312,7 @@ class _Collector(object):
     def _fabric(self, err, h):
         nvml = self.nvml
         info = nvml.c_nvmlGpuFabricInfoV_t()
-        if self.query(err, "nvmlDeviceGetGpuFabricInfoV", h, info) is None:
+        if self.query(err, "nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(info)) is None:
             return None
         if info.state == nvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
             return None
@@ -358,12 +359,26 @@ class _Collector(object):
                 device["memory_total_mib"] = attrs.memorySizeMB
             if info is not None:
                 device["placement"] = {"start": info.placement.start, "size": info.placement.size}
-                name = profiles.name(info.profileId)
-                if name and attrs is not None and attrs.computeInstanceSliceCount != attrs.gpuInstanceSliceCount:
-                    name = "%dc.%s" % (attrs.computeInstanceSliceCount, name)
-                device["profile"] = name
+            device["profile"] = self._mig_profile(err, mig_handle, info, attrs, profiles)
             mig["devices"].append(device)
         return mig
+
+
+    def _mig_profile(self, err, mig_handle, info, attrs, profiles):
+        """"1g.18gb", or "1c.2g.35gb" for a compute instance smaller than its GPU instance.
+
+        NVML names a MIG device "<GPU name> MIG <profile>", readable without privileges;
+        the GPU instance profile table is the fallback for a name without it.
+        """
+        name = _text(self.query(err, "nvmlDeviceGetName", mig_handle)) or ""
+        if " MIG " in name:
+            return name.split(" MIG ", 1)[1].strip()
+        if info is None:
+            return None
+        profile = profiles.name(info.profileId)
+        if profile and attrs is not None and attrs.computeInstanceSliceCount != attrs.gpuInstanceSliceCount:
+            profile = "%dc.%s" % (attrs.computeInstanceSliceCount, profile)
+        return profile
 
 
 class _ProfileNames(object):

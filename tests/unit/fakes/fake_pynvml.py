@@ -643,6 +643,10 @@ class FakeNvml(_Constants):
 
     @staticmethod
     def _fill_fabric(fabric, info):
+        # The binding hands the argument to C as is: a struct passed by value instead of
+        # ctypes.byref(struct) is a caller bug that real NVML would not survive.
+        if not hasattr(info, "_obj"):
+            raise TypeError("nvmlDeviceGetGpuFabricInfo(V) needs ctypes.byref(<c_nvmlGpuFabricInfo*_t>)")
         info = _deref(info)
         raw = bytes(bytearray.fromhex(fabric.cluster_uuid.replace("-", "")))
         for i, byte in enumerate(raw[:_real.NVML_GPU_FABRIC_UUID_LEN]):
