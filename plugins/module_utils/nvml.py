@@ -169,8 +169,11 @@ class _Collector(object):
             return getattr(nvml, function)(*args)
         except options.get("end", ()):
             return END
-        except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound):
-            return None     # FunctionNotFound: a driver older than the query, so not supported
+        except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound,
+                getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_NotSupported)):
+            # FunctionNotFound (NVMLLibraryMismatchError where pynvml wraps it): a driver
+            # older than the query, so not supported.
+            return None
         except nvml.NVMLError_GpuIsLost:
             raise _GpuLost()
         except nvml.NVMLError_Uninitialized:

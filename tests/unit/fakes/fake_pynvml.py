@@ -267,6 +267,9 @@ class ComputeInstanceHandle(object):
 # The API
 # ---------------------------------------------------------------------------
 
+# Wrapped in pynvml by @throwOnVersionMismatch.
+_THROW_ON_VERSION_MISMATCH = frozenset(["nvmlDeviceGetComputeRunningProcesses"])
+
 # Calls that work without nvmlInit, as in NVML.
 _NO_INIT_NEEDED = frozenset(["nvmlInit", "nvmlInitWithFlags", "nvmlErrorString"])
 
@@ -292,7 +295,12 @@ def nvml_api(func):
             raise _error(_real.NVML_ERROR_UNINITIALIZED)
         for key in ((name, None), (name, gpu.index if gpu is not None else None)):
             if key in self.failures:
-                raise _error(self.failures[key])
+                code = self.failures[key]
+                if code == _real.NVML_ERROR_FUNCTION_NOT_FOUND and name in _THROW_ON_VERSION_MISMATCH:
+                    # pynvml's @throwOnVersionMismatch turns this one into a non-NVMLError.
+                    raise _real.NVMLLibraryMismatchError(
+                        "Unversioned function called and the pyNVML version does not match the NVML lib version.")
+                raise _error(code)
         if gpu is not None:
             if gpu.lost:
                 raise _error(_real.NVML_ERROR_GPU_IS_LOST)

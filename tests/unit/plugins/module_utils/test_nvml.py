@@ -576,3 +576,15 @@ def test_uninitialized_in_the_profile_table_fails_clearly():
     with pytest.raises(collector.NvmlCollectError, match="Uninitialized"):
         collector.collect(nvml, kernel_module_paths=(), library_globs=())
     assert nvml.refcount == 0
+
+
+def test_old_driver_without_versioned_process_query_is_null():
+    # pynvml raises NVMLLibraryMismatchError (not an NVMLError) for this one.
+    nvml = FakeNvml(l40s())
+    nvml.fail("nvmlDeviceGetComputeRunningProcesses", pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+    with pytest.raises(pynvml.NVMLLibraryMismatchError):
+        nvml.nvmlInit()
+        nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(0))
+    nvml.nvmlShutdown()
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=())
+    assert facts["gpus"][0]["compute_processes"] is None and facts["gpus"][0]["errors"] == []
