@@ -366,9 +366,8 @@ class _Collector(object):
             mig["devices"].append(device)
         return mig
 
-
     def _mig_profile(self, err, mig_handle, info, attrs, profiles):
-        """"1g.18gb", or "1c.2g.35gb" for a compute instance smaller than its GPU instance.
+        """The profile of a MIG device: 1g.18gb, or 1c.2g.35gb for a smaller compute instance.
 
         NVML names a MIG device "<GPU name> MIG <profile>", readable without privileges;
         the GPU instance profile table is the fallback for a name without it.
