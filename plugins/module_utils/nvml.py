@@ -461,11 +461,16 @@ def _init_failure(nvml, err, kernel_version, library_globs):
     if value == nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
         return empty_facts("libnvidia-ml.so.1 not found: the NVIDIA driver is not installed")
     if value == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
-        return empty_facts("the NVIDIA kernel module is not loaded (no GPU, or the driver was "
-                           "installed without loading it: modprobe nvidia or reboot)")
+        facts = empty_facts("the NVIDIA kernel module is not loaded (no GPU, or the driver was "
+                            "installed without loading it: modprobe nvidia or reboot)")
+        # Which user-space driver is installed still helps plan the next step.
+        facts["driver_version"] = read_userspace_library_version(library_globs)
+        return facts
     if value == nvml.NVML_ERROR_NO_PERMISSION:
-        return empty_facts("no permission to use the NVIDIA devices (/dev/nvidia*): "
-                           "run the task with become: true")
+        facts = empty_facts("no permission to use the NVIDIA devices (/dev/nvidia*): "
+                            "run the task with become: true")
+        facts["driver_version"] = read_userspace_library_version(library_globs)
+        return facts
     if value == nvml.NVML_ERROR_GPU_NOT_FOUND:
         return empty_facts("NVML found no NVIDIA GPU on this host")
     return empty_facts("NVML initialisation failed: %s (NVML error %s)" % (err, value))

@@ -588,3 +588,12 @@ def test_old_driver_without_versioned_process_query_is_null():
     nvml.nvmlShutdown()
     facts = collector.collect(nvml, kernel_module_paths=(), library_globs=())
     assert facts["gpus"][0]["compute_processes"] is None and facts["gpus"][0]["errors"] == []
+
+
+@pytest.mark.parametrize("code", [pynvml.NVML_ERROR_DRIVER_NOT_LOADED, pynvml.NVML_ERROR_NO_PERMISSION])
+def test_init_failure_still_reports_the_installed_userspace_driver(tmp_path, code):
+    (tmp_path / "libnvidia-ml.so.570.172.08").write_text("")
+    nvml = FakeNvml(FakeNode(gpus=l40s().gpus, init_error=code))
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=(str(tmp_path / "libnvidia-ml.so.*.*"),))
+    assert facts["present"] is False and facts["driver_version"] == "570.172.08"
+    assert facts["reboot_required"] is False
