@@ -60,7 +60,12 @@ take a Python list for the handle array and a ``c_uint`` (or ``byref`` of one).
 Extending (MIG mutation, another module): subclass ``FakeNvml`` and add methods
 decorated with ``@nvml_api``; they get call counting, init checks, lost-GPU and
 injected-failure handling for free. Change state through the model classes above
-and the read side (this file) reports it.
+and the read side (this file) reports it. Helpers meant for such subclasses, kept
+stable: ``_error(code)`` (the NVMLError subclass instance for a code),
+``_deref(ref)`` (a c_uint given directly or through byref), and the handle checks
+``FakeNvml._gpu``, ``_physical`` (refuses MIG handles), ``_mig`` (the FakeMig,
+NotSupported when absent or disabled), ``_mig_handle`` and ``_gi_handle``.
+``nvml_functions(cls)`` lists the NVML functions a fake class models.
 """
 
 import ctypes
