@@ -251,8 +251,8 @@ class MigDeviceHandle(DeviceHandle):
         self.compute_instance = compute_instance
 
     def __repr__(self):
-        return "<MigDeviceHandle gpu=%d gi=%d ci=%d>" % (self.gpu.index, self.gpu_instance.id,
-                                                          self.compute_instance.id)
+        return "<MigDeviceHandle gpu=%d gi=%d ci=%d>" % (
+            self.gpu.index, self.gpu_instance.id, self.compute_instance.id)
 
 
 class GpuInstanceHandle(object):
