@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ctypes
 import glob
 import json
 import re
@@ -168,7 +169,10 @@ class _Collector(object):
             return getattr(nvml, function)(*args)
         except options.get("end", ()):
             return END
-        except nvml.NVMLError_NotSupported:
+        except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound,
+                getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_NotSupported)):
+            # FunctionNotFound (NVMLLibraryMismatchError where pynvml wraps it): a driver
+            # older than the query, so not supported.
             return None
         except nvml.NVMLError_GpuIsLost:
             raise _GpuLost()
@@ -311,7 +315,7 @@ class _Collector(object):
     def _fabric(self, err, h):
         nvml = self.nvml
         info = nvml.c_nvmlGpuFabricInfoV_t()
-        if self.query(err, "nvmlDeviceGetGpuFabricInfoV", h, info) is None:
+        if self.query(err, "nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(info)) is None:
             return None
         if info.state == nvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
             return None
@@ -358,12 +362,25 @@ class _Collector(object):
                 device["memory_total_mib"] = attrs.memorySizeMB
             if info is not None:
                 device["placement"] = {"start": info.placement.start, "size": info.placement.size}
-                name = profiles.name(info.profileId)
-                if name and attrs is not None and attrs.computeInstanceSliceCount != attrs.gpuInstanceSliceCount:
-                    name = "%dc.%s" % (attrs.computeInstanceSliceCount, name)
-                device["profile"] = name
+            device["profile"] = self._mig_profile(err, mig_handle, info, attrs, profiles)
             mig["devices"].append(device)
         return mig
+
+    def _mig_profile(self, err, mig_handle, info, attrs, profiles):
+        """The profile of a MIG device: 1g.18gb, or 1c.2g.35gb for a smaller compute instance.
+
+        NVML names a MIG device "<GPU name> MIG <profile>", readable without privileges;
+        the GPU instance profile table is the fallback for a name without it.
+        """
+        name = _text(self.query(err, "nvmlDeviceGetName", mig_handle)) or ""
+        if " MIG " in name:
+            return name.split(" MIG ", 1)[1].strip()
+        if info is None:
+            return None
+        profile = profiles.name(info.profileId)
+        if profile and attrs is not None and attrs.computeInstanceSliceCount != attrs.gpuInstanceSliceCount:
+            profile = "%dc.%s" % (attrs.computeInstanceSliceCount, profile)
+        return profile
 
 
 class _ProfileNames(object):
@@ -444,11 +461,16 @@ def _init_failure(nvml, err, kernel_version, library_globs):
     if value == nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
         return empty_facts("libnvidia-ml.so.1 not found: the NVIDIA driver is not installed")
     if value == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
-        return empty_facts("the NVIDIA kernel module is not loaded (no GPU, or the driver was "
-                           "installed without loading it: modprobe nvidia or reboot)")
+        facts = empty_facts("the NVIDIA kernel module is not loaded (no GPU, or the driver was "
+                            "installed without loading it: modprobe nvidia or reboot)")
+        # Which user-space driver is installed still helps plan the next step.
+        facts["driver_version"] = read_userspace_library_version(library_globs)
+        return facts
     if value == nvml.NVML_ERROR_NO_PERMISSION:
-        return empty_facts("no permission to use the NVIDIA devices (/dev/nvidia*): "
-                           "run the task with become: true")
+        facts = empty_facts("no permission to use the NVIDIA devices (/dev/nvidia*): "
+                            "run the task with become: true")
+        facts["driver_version"] = read_userspace_library_version(library_globs)
+        return facts
     if value == nvml.NVML_ERROR_GPU_NOT_FOUND:
         return empty_facts("NVML found no NVIDIA GPU on this host")
     return empty_facts("NVML initialisation failed: %s (NVML error %s)" % (err, value))

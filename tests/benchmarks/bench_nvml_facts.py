@@ -24,16 +24,14 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-import conftest  # noqa: E402,F401  (collection and tests/unit on sys.path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import conftest  # noqa: E402  (collection and tests/unit on sys.path)
 
 from ansible_collections.gpuops.platform.plugins.module_utils import nvml as collector  # noqa: E402
 from fakes.fake_pynvml import FakeNvml  # noqa: E402
 from fakes.nvml_nodes import hgx_h100  # noqa: E402
 
-XML = os.path.join(ROOT, "tests", "fixtures", "nvidia-smi", "hgx-h100.xml")
+XML = str(conftest.FIXTURES / "nvidia-smi" / "hgx-h100.xml")
 
 
 # -- the minimal nvidia-smi -q -x parser (benchmark only) ----------------------

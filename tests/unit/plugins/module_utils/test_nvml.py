@@ -253,7 +253,7 @@ def test_handle_no_permission_skips_only_that_gpu():
 
 @pytest.mark.parametrize("function", ["nvmlDeviceGetName", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetCount",
                                       "nvmlDeviceGetTemperatureV", "nvmlDeviceGetHandleByIndex",
-                                      "nvmlDeviceGetGpuInstanceProfileInfo"])
+                                      "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlGpuInstanceGetInfo"])
 def test_uninitialized_mid_run_fails_clearly_and_shuts_down(function):
     nvml = FakeNvml(h200_mig())
     nvml.fail(function, pynvml.NVML_ERROR_UNINITIALIZED)
@@ -334,8 +334,37 @@ def test_mig_queries_once_per_mig_device():
                      "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetInfo", "nvmlDeviceGetMigDeviceHandleByIndex"):
         assert nvml.calls[function] == 7, function
     assert nvml.calls["nvmlDeviceGetMaxMigDeviceCount"] == 1
-    # The 1g.18gb profile is the first NVML profile: one look-up names all seven.
+    # The MIG device name carries the profile: no profile table look-up.
+    assert nvml.calls["nvmlDeviceGetGpuInstanceProfileInfo"] == 0
+    assert nvml.calls["nvmlDeviceGetName"] == 1 + 7
+
+
+def test_mig_profile_from_the_profile_table_when_the_name_lacks_it():
+    node = h200_mig()
+    nvml = FakeNvml(node)
+    nvml.fail("nvmlDeviceGetName", pynvml.NVML_ERROR_NOT_SUPPORTED)
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=())
+    assert {d["profile"] for d in facts["gpus"][0]["mig"]["devices"]} == {"1g.18gb"}
+    # 1g.18gb is the first NVML profile: one look-up names all seven devices.
     assert nvml.calls["nvmlDeviceGetGpuInstanceProfileInfo"] == 1
+
+
+def test_mig_without_gpu_instance_access_keeps_the_devices():
+    nvml = FakeNvml(h200_mig())
+    nvml.fail("nvmlDeviceGetGpuInstanceById", pynvml.NVML_ERROR_NO_PERMISSION)
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=())
+    gpu = facts["gpus"][0]
+    assert len(gpu["mig"]["devices"]) == 7
+    assert all(d["profile"] == "1g.18gb" and d["placement"] == {"start": None, "size": None}
+               for d in gpu["mig"]["devices"])
+    assert len(gpu["errors"]) == 7 and "Insufficient Permissions" in gpu["errors"][0]
+
+
+def test_old_driver_without_fabric_query_is_null_not_an_error():
+    nvml = FakeNvml(hgx_h100())
+    nvml.fail("nvmlDeviceGetGpuFabricInfoV", pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=())
+    assert all(g["fabric"] is None and g["errors"] == [] for g in facts["gpus"])
 
 
 # ---------------------------------------------------------------------------
@@ -370,6 +399,9 @@ def test_mig_free_slots_are_skipped_and_smaller_compute_instances_named():
     assert devices[0]["placement"] == {"start": 4, "size": 4}
     assert nvml.calls["nvmlGpuInstanceGetInfo"] == 2        # once per GPU instance
     assert nvml.calls["nvmlDeviceGetMigDeviceHandleByIndex"] == 7   # the other 4 slots are free
+    nvml.fail("nvmlDeviceGetName", pynvml.NVML_ERROR_NOT_SUPPORTED)   # the profile table names them too
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=())
+    assert [d["profile"] for d in facts["gpus"][0]["mig"]["devices"]] == ["3g.71gb", "1c.2g.35gb", "1c.2g.35gb"]
 
 
 def test_mig_disabled_asks_nothing_more():
@@ -535,3 +567,33 @@ def test_missing_fabric_struct_state_not_supported_is_null():
     node.gpus[0].fabric = FakeFabric(state=pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)
     _nvml, facts = gather(node)
     assert facts["gpus"][0]["fabric"] is None
+
+
+def test_uninitialized_in_the_profile_table_fails_clearly():
+    nvml = FakeNvml(h200_mig())
+    nvml.fail("nvmlDeviceGetName", pynvml.NVML_ERROR_NOT_SUPPORTED)
+    nvml.fail("nvmlDeviceGetGpuInstanceProfileInfo", pynvml.NVML_ERROR_UNINITIALIZED)
+    with pytest.raises(collector.NvmlCollectError, match="Uninitialized"):
+        collector.collect(nvml, kernel_module_paths=(), library_globs=())
+    assert nvml.refcount == 0
+
+
+def test_old_driver_without_versioned_process_query_is_null():
+    # pynvml raises NVMLLibraryMismatchError (not an NVMLError) for this one.
+    nvml = FakeNvml(l40s())
+    nvml.fail("nvmlDeviceGetComputeRunningProcesses", pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+    with pytest.raises(pynvml.NVMLLibraryMismatchError):
+        nvml.nvmlInit()
+        nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(0))
+    nvml.nvmlShutdown()
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=())
+    assert facts["gpus"][0]["compute_processes"] is None and facts["gpus"][0]["errors"] == []
+
+
+@pytest.mark.parametrize("code", [pynvml.NVML_ERROR_DRIVER_NOT_LOADED, pynvml.NVML_ERROR_NO_PERMISSION])
+def test_init_failure_still_reports_the_installed_userspace_driver(tmp_path, code):
+    (tmp_path / "libnvidia-ml.so.570.172.08").write_text("")
+    nvml = FakeNvml(FakeNode(gpus=l40s().gpus, init_error=code))
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=(str(tmp_path / "libnvidia-ml.so.*.*"),))
+    assert facts["present"] is False and facts["driver_version"] == "570.172.08"
+    assert facts["reboot_required"] is False
