@@ -90,7 +90,8 @@ def file_config_version(doc, path):
     if "version" not in doc:
         raise ConfigError(
             "%s has no 'version' key, so containerd reads it as config version 1 (containerd 1.4 and older), "
-            "which is not supported. Rewrite it as version %s (see `containerd config default`) and run again."
+            "which is not supported. Nothing was changed; rewrite it as version %s (see `containerd config default`) "
+            "and run again."
             % (path, _describe_versions())
         )
     version = plain(doc["version"])
