@@ -445,6 +445,11 @@ def main():
     if conflict:
         module.fail_json(msg=conflict)
     if params["runtime"] in ("containerd", "crio") and not HAS_TOMLKIT:
+        if module.check_mode:
+            # A play that installs the library first (like the container_toolkit role)
+            # can still be checked: the config cannot be planned before it is there.
+            module.exit_json(changed=False, skipped=True, restart_required=False, runtime=params["runtime"],
+                             msg="check mode: %s" % missing_required_lib("tomlkit"))
         module.fail_json(msg=missing_required_lib("tomlkit"), exception=to_native(TOMLKIT_IMPORT_ERROR))
 
     try:

@@ -316,3 +316,20 @@ class TestCdi:
         (units / "nvidia-cdi-refresh.path").write_text("[Path]\n")
         monkeypatch.setattr(module_under_test, "SYSTEMD_UNIT_DIRS", (str(units),))
         assert ok(base)["cdi"]["refresh_units"] == ["nvidia-cdi-refresh.path"]
+
+
+class TestWithoutTomlkit:
+    def test_check_mode_skips_and_a_real_run_fails_clearly(self, tmp_path, containerd_config, monkeypatch):
+        monkeypatch.setattr(module_under_test, "HAS_TOMLKIT", False)
+        monkeypatch.setattr(module_under_test, "TOMLKIT_IMPORT_ERROR", ImportError("No module named 'tomlkit'"))
+        before = tree(tmp_path)
+        args = dict(runtime="containerd", config_path=str(containerd_config))
+        skipped = ok(args, check=True)
+        assert skipped["skipped"] is True and skipped["changed"] is False
+        assert "tomlkit" in skipped["msg"]
+        result = failed(args)
+        assert "Failed to import the required Python library (tomlkit)" in result["msg"]
+        assert tree(tmp_path) == before
+        # docker's daemon.json needs no TOML library
+        daemon = tmp_path / "daemon.json"
+        assert ok(dict(runtime="docker", config_path=str(daemon)))["changed"] is True
