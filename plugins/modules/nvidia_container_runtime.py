@@ -264,6 +264,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     HAS_TOMLKIT,
     TOMLKIT_IMPORT_ERROR,
     ConfigError,
+    lookup,
+    parse_toml,
+    plain,
     read_text,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_cdi import (
@@ -275,6 +278,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_
     driver_version_from,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
+    CRI_PLUGINS,
     config_version_for,
     plan_containerd,
 )
@@ -337,6 +341,23 @@ def _containerd_version(module, config_path):
     return config_version_for(out)
 
 
+def _builtin_runtimes(module):
+    """containerd's built-in runtimes (from ``containerd config default``), read only when a config names none."""
+    def load(version):
+        binary = module.get_bin_path("containerd")
+        if not binary:
+            return None
+        rc, out, _err = module.run_command([binary, "config", "default"])
+        if rc != 0:
+            return None
+        try:
+            default = plain(parse_toml(out, "`containerd config default`"))
+        except ConfigError:
+            return None
+        return lookup(default, ["plugins", CRI_PLUGINS[version], "containerd", "runtimes"])
+    return load
+
+
 def build_plan(module):
     params = module.params
     runtime = params["runtime"]
@@ -349,7 +370,7 @@ def build_plan(module):
                                enable_cdi=params["enable_cdi"],
                                cdi_spec_dir=os.path.dirname(params["cdi"]["output"]),
                                systemd_cgroup=params["systemd_cgroup"], drop_in_path=params["drop_in_path"],
-                               **common)
+                               builtin_runtimes=_builtin_runtimes(module), **common)
     if runtime == "crio":
         if params["enable_cdi"]:
             module.warn("CRI-O always enables CDI; enable_cdi has no effect on it")
