@@ -160,6 +160,28 @@ class TestContainerd:
         assert "version = 3" in result["diff"][0]["after"]
         assert not config.exists()
 
+    def test_builtin_runtimes_come_from_containerd_config_default(self, tmp_path, monkeypatch):
+        log = tmp_path / "calls.log"
+        executable(tmp_path / "bin/containerd",
+                   'echo "$*" >> %s\n'
+                   '[ "$1" = "--version" ] && echo "containerd github.com/containerd/containerd 1.6.20~ds1 x"\n'
+                   '[ "$1 $2" = "config default" ] && cat %s\n'
+                   'exit 0\n' % (log, FIXTURES / "containerd-1.6-default.toml"))
+        monkeypatch.setenv("PATH", "%s:%s" % (tmp_path / "bin", os.environ.get("PATH", "")))
+        config = tmp_path / "etc/containerd/config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text((FIXTURES / "containerd-1.6-debian12-package.toml").read_text())
+        result = ok(dict(runtime="containerd", config_path=str(config), systemd_cgroup=True))
+        assert result["changed"] is True
+        assert log.read_text() == "config default\n"  # the config has a version: no --version needed
+        written = config.read_text()
+        assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]' in written
+        assert written.count("SystemdCgroup = false") == 1 and written.count("SystemdCgroup = true") == 1
+        # a config that names its runtimes does not need containerd at all
+        log.write_text("")
+        assert ok(dict(runtime="containerd", config_path=str(config), systemd_cgroup=True))["changed"] is False
+        assert log.read_text() == ""
+
     @pytest.mark.parametrize("text, message", [
         ("version = 2\n[plugins.\n", "is not valid TOML"),
         ("version = 7\n", "unsupported containerd config version 7"),
