@@ -324,7 +324,7 @@ def add_fresh_table(doc, path, data):
     header, step, offset = _style(doc, path)
     parent[path[-1]] = table_from_dict(data)
     added = parent[path[-1]]
-    if isinstance(added, Table):
+    if isinstance(added, Table) and (header or offset):
         _indent_table(added, header, step, offset)
     return added
 
