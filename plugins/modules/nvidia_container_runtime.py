@@ -20,6 +20,9 @@ description:
     "io.containerd.runc.v2"), the options of the existing runc (or default) runtime, C(SystemdCgroup) above all,
     and C(BinaryName) set to O(nvidia_runtime_path). Every other runtime, setting and comment is kept.
     A config that another tool rewrote gets the runtime back on the next run.
+  - A containerd config that names no runtime at all (Debian's packaged one) runs containerd's built-in C(runc);
+    naming only C(nvidia) would replace it, so the built-in runtimes (from C(containerd config default)) are
+    written out first.
   - In O(mode=drop_in) the runtime goes to C(conf.d/99-nvidia.toml) next to the main config, which gets an
     C(imports) entry unless an existing glob already covers the file. containerd 1.x replaces whole plugin
     sections on import, so a version 2 drop-in carries the complete CRI section of the config it overrides and
@@ -254,6 +257,7 @@ cdi:
 """
 
 import os
+import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -329,7 +333,7 @@ def _containerd_version(module, config_path):
     if wanted != "auto":
         return int(wanted)
     text = read_text(config_path)
-    if text and text.strip():
+    if text and re.search(r"^\s*version\s*=", text, re.MULTILINE):
         return None  # the config's own version key decides
     binary = module.get_bin_path("containerd")
     if not binary:

@@ -159,6 +159,12 @@ class TestContainerd:
         assert result["cri_plugin"] == "io.containerd.cri.v1.runtime"
         assert "version = 3" in result["diff"][0]["after"]
         assert not config.exists()
+        # a config with only comments has no version either: containerd still decides, comments stay
+        config.parent.mkdir(parents=True)
+        config.write_text("# containerd for the GPU pool\n")
+        result = ok(dict(runtime="containerd", config_path=str(config)), diff=True)
+        assert result["config_version"] == 3
+        assert config.read_text().startswith("version = 3\n# containerd for the GPU pool\n")
 
     def test_builtin_runtimes_come_from_containerd_config_default(self, tmp_path, monkeypatch):
         log = tmp_path / "calls.log"
