@@ -8,7 +8,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_
     config_version_for,
     plan_containerd,
 )
-from runtime_helpers import CRI2, CRI3, fixture_text, load_toml, place, runtimes, snapshot
+from container_runtime_helpers import CRI2, CRI3, fixture_text, load_toml, place, runtimes, snapshot
 
 NVIDIA_BIN = "/usr/bin/nvidia-container-runtime"
 
