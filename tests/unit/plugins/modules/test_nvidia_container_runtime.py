@@ -193,8 +193,8 @@ class TestContainerd:
         ("version = 7\n", "unsupported containerd config version 7"),
         ("[plugins.cri]\n", "config version 1"),
     ])
-    def test_bad_config_fails_clearly_and_leaves_every_file_untouched(self, tmp_path, containerd_config, text,
-                                                                        message):
+    def test_bad_config_fails_clearly_and_leaves_every_file_untouched(
+            self, tmp_path, containerd_config, text, message):
         containerd_config.write_text(text)
         before = tree(tmp_path)
         for mode in ("in_place", "drop_in"):
