@@ -16,7 +16,7 @@ FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "container_runtime
 NVIDIA_BIN = "/usr/bin/nvidia-container-runtime"
 
 try:
-    from ansible.module_utils.testing import patch_module_args
+    from support.module_args import patch_module_args
 except ImportError:  # ansible-core < 2.19
     @contextlib.contextmanager
     def patch_module_args(args):
