@@ -281,6 +281,7 @@ class Converger(object):
                 services.append("nvidia-fabricmanager")
         return {
             "changed": self.changed,
+            "check_mode": self.check,
             "actions": self.actions,
             "plan": self.actions if self.check else [],
             "previous_version": previous,

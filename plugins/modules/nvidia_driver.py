@@ -204,6 +204,10 @@ actions:
   type: list
   elements: str
   sample: ["write /etc/modprobe.d/gpuops-blacklist-nouveau.conf", "install nvidia-open-570=570.172.08-1"]
+check_mode:
+  description: Whether this run only planned (the play or task may set check mode without C(--check)).
+  returned: always
+  type: bool
 plan:
   description: In check mode, the same list as RV(actions); empty otherwise.
   returned: always
