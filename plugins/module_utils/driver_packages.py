@@ -118,9 +118,8 @@ def normalize(params, distro, arch):
             "RHEL/Rocky/AlmaLinux 8 and 9" % (distro.get("pretty_name") or distro_id or "unknown"))
     key = distro.get("version") if distro_id == "ubuntu" else distro.get("major")
     if key not in versions:
-        raise DriverSpecError(
-            "unsupported %s release %r: supported are %s" % (distro_id, distro.get("version"),
-                                                              ", ".join(sorted(versions))))
+        raise DriverSpecError("unsupported %s release %r: supported are %s"
+                              % (distro_id, distro.get("version"), ", ".join(sorted(versions))))
     if arch not in REPO_ARCH:
         raise DriverSpecError("unsupported architecture %r: supported are x86_64 and aarch64" % arch)
 

@@ -18,7 +18,8 @@ description:
     free disk space, and a conflicting driver already loaded (nouveau, or an nvidia module of another version).
   - Returns every finding at once in RV(problems) and never fails on them itself, so a role can fail once
     per host with one message. Changes nothing.
-author: gpuops.platform maintainers
+author:
+  - gpuops.platform maintainers (@gpuops)
 options:
   require_gpu:
     description: Treat a node without an NVIDIA GPU as a problem. Turn off for demo or container inventories.
@@ -61,6 +62,8 @@ options:
     description: Treat a loaded nvidia module of another branch or version as a problem (by default a warning).
     type: bool
     default: false
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full

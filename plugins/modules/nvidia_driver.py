@@ -16,9 +16,9 @@ description:
   - Installs the NVIDIA GPU driver from NVIDIA's CUDA network repository, the distribution's own packages,
     a mirror of NVIDIA's repository (air-gapped sites, C(file:) repositories included) or a local C(.run) installer.
   - Follows a driver branch (V(570)) or an exact version (V(570.172.08)), with open or proprietary kernel modules.
-  - Pins the driver so no background upgrade can move it: an apt preferences pin on the branch or version,
-    C(apt-mark hold) on every installed driver package and an unattended-upgrades blacklist on Debian and Ubuntu;
-    a dnf module stream, C(versionlock.list) entries and a dnf-automatic exclude on RHEL, Rocky and AlmaLinux.
+  - Pins the driver so no background upgrade can move it. On Debian and Ubuntu with an apt preferences pin on the branch or version,
+    C(apt-mark hold) on every installed driver package and an unattended-upgrades blacklist. On RHEL, Rocky and
+    AlmaLinux with a dnf module stream, C(versionlock.list) entries and a dnf-automatic exclude.
   - Installs kernel headers for the running kernel and DKMS, blacklists nouveau (regenerating the initramfs
     only when the blacklist changed), optionally signs DKMS builds with a MOK key, installs
     nvidia-fabricmanager at the driver's version when NVSwitches are present and DCGM when asked.
@@ -26,7 +26,8 @@ description:
     whether a reboot is needed. It never reboots; the P(gpuops.platform.nvidia_driver#role) role does.
   - One call checks and converges. Package operations run through apt-get or dnf, like M(ansible.builtin.apt)
     and M(ansible.builtin.dnf) do. In check mode only read-only queries run and RV(plan) lists what would be done.
-author: gpuops.platform maintainers
+author:
+  - gpuops.platform maintainers (@gpuops)
 options:
   state:
     description:
@@ -149,6 +150,8 @@ notes:
   - Package choices per distribution are documented in the C(nvidia_driver) role README.
   - Debian/Ubuntu CUDA repository packages installed are C(nvidia-open-<branch>) or C(cuda-drivers-<branch>) at the
     exact package version whose upstream part is the wanted version, plus C(nvidia-fabricmanager-<branch>) and DCGM when asked.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
