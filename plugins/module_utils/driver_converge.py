@@ -211,7 +211,10 @@ class Converger(object):
             return True
         changed = False
         if repo.get("key_path"):
-            changed |= self.ensure_file(repo["key_path"], self.key_text(repo["key_source"]))
+            source = repo["key_source"]
+            # A key URL is fetched once; a rotated key is a new mirror_gpgkey value or file.
+            if not (source.startswith(("http://", "https://")) and self._read(repo["key_path"]) is not None):
+                changed |= self.ensure_file(repo["key_path"], self.key_text(source))
         changed |= self.ensure_file(repo["path"], repo["content"])
         return changed
 
@@ -250,6 +253,10 @@ class Converger(object):
         if spec["source"] == "runfile" and not os.path.isfile(self._p(spec["runfile"])):
             raise DriverError("runfile %s does not exist on the node: copy NVIDIA's installer there first"
                               % spec["runfile"])
+        for key in ("mok_signing_key", "mok_certificate"):
+            if params.get(key) and not os.path.isfile(self._p(params[key])):
+                raise DriverError("%s %s does not exist on the node: create and enroll the MOK key first "
+                                  "(mokutil --import), then point %s at it" % (key, params[key], key))
         fabric = params.get("fabricmanager")
         if fabric in (None, "auto"):
             fabric = bool(host["nvswitches"]) or bool(params.get("nvswitch_count"))
@@ -279,6 +286,8 @@ class Converger(object):
             services.append("nvidia-persistenced")
             if self.fabric:
                 services.append("nvidia-fabricmanager")
+            if params.get("dcgm") and spec["source"] != "runfile":
+                services.append("nvidia-dcgm")
         return {
             "changed": self.changed,
             "check_mode": self.check,
@@ -415,6 +424,9 @@ class Converger(object):
         final = previous
         lock_text = self._read(VERSIONLOCK_PATH)
         if not satisfied:
+            if not target:
+                # Resolve the branch to one version, so fabric manager comes at the driver's version.
+                target = self.dnf_candidate(plan["primary"])
             # Our own versionlock entries would block the change: drop them first.
             self.ensure_file(VERSIONLOCK_PATH, pk.merge_block(lock_text, []) if lock_text else None)
             specs = ["%s-%s" % (n, target) if target and not n.startswith("datacenter-gpu-manager") else n

@@ -184,6 +184,7 @@ def test_proprietary_modules_and_dcgm(node):
     assert install[-2:] == ["cuda-drivers-570=570.172.08-1", "datacenter-gpu-manager-4-cuda12"]
     assert "nvidia-kernel-dkms" in apt.installed and "nvidia-kernel-open-dkms" not in apt.installed
     assert "datacenter-gpu-manager-4-cuda12" not in result["held_packages"]
+    assert result["services"] == ["nvidia-persistenced", "nvidia-dcgm"]
 
 
 def test_nvswitches_bring_fabricmanager_at_the_driver_version(node):
@@ -266,9 +267,12 @@ def test_secure_boot_without_mok_warns_and_with_mok_configures_dkms(node):
     result = converge(node, apt, branch="570", install_prerequisites=False, **MIRROR)
     assert result["secure_boot"] is True
     assert any("Secure Boot is enabled" in w for w in result["warnings_list"])
+    node.write("var/lib/mok/MOK.priv", "key")
+    node.write("var/lib/mok/MOK.der", "cert")
     result = converge(node, apt, branch="570", install_prerequisites=False, mok_signing_key="/var/lib/mok/MOK.priv",
                       mok_certificate="/var/lib/mok/MOK.der", **MIRROR)
     assert not any("Secure Boot" in w for w in result["warnings_list"])
+    assert result["secure_boot"] is True
     conf = node.read("/etc/dkms/framework.conf.d/gpuops-mok.conf")
     assert "mok_signing_key=/var/lib/mok/MOK.priv\n" in conf and "mok_certificate=/var/lib/mok/MOK.der\n" in conf
 
@@ -349,11 +353,20 @@ def test_rhel_upgrade_drops_our_locks_first_and_switches_stream(rhel):
     assert "570.158.01" not in rhel.read("/etc/dnf/plugins/versionlock.list")
 
 
+def test_rhel_branch_brings_fabric_manager_at_the_driver_version(rhel):
+    rhel.hgx_h100()
+    dnf = FakeDnf(rhel, available=rhel_repo())
+    result = converge(rhel, dnf, branch="570", install_prerequisites=False)
+    install = dnf.commands(["dnf", "-y", "install"])[-1]
+    assert "nvidia-fabric-manager-570.172.08" in install and "nvidia-driver-570.172.08" in install
+    assert result["services"] == ["nvidia-persistenced", "nvidia-fabricmanager"]
+
+
 def test_rhel_check_mode(rhel):
     dnf = FakeDnf(rhel, available=rhel_repo(), check_mode=True)
     result = converge(rhel, dnf, check=True, branch="570", install_prerequisites=True)
     assert "dnf -y module enable nvidia-driver:570-open" in result["plan"]
-    assert "versionlock the driver packages at 570.x" in result["plan"]
+    assert "versionlock the driver packages at 570.172.08" in result["plan"]
     assert not os.path.exists(os.path.join(rhel.root, "etc/yum.repos.d"))
 
 
@@ -410,6 +423,14 @@ def test_unknown_distro_changes_nothing(node):
     apt = make_apt(node)
     with pytest.raises(dc.DriverError, match="unsupported distribution 'SUSE Linux Enterprise Server 15 SP5'"):
         converge(node, apt, branch="570")
+    assert apt.calls == []
+
+
+def test_missing_mok_key_is_a_clear_error_and_no_change(node):
+    apt = make_apt(node)
+    with pytest.raises(dc.DriverError, match="mok_signing_key /var/lib/mok/MOK.priv does not exist on the node"):
+        converge(node, apt, branch="570", mok_signing_key="/var/lib/mok/MOK.priv",
+                 mok_certificate="/var/lib/mok/MOK.der", **MIRROR)
     assert apt.calls == []
 
 
