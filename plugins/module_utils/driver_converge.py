@@ -51,6 +51,8 @@ class Converger(object):
         self.warnings = []
         self.changed = False
         self.cache_updated = False
+        self.packages_changed = False  # the driver itself changed (not just a file around it)
+        self.held = []
 
     # -- plumbing --------------------------------------------------------
     def _p(self, path):
@@ -291,6 +293,7 @@ class Converger(object):
         return {
             "changed": self.changed,
             "check_mode": self.check,
+            "packages_changed": self.packages_changed,
             "actions": self.actions,
             "plan": self.actions if self.check else [],
             "previous_version": previous,
@@ -307,7 +310,7 @@ class Converger(object):
             "nvswitch_count": len(host["nvswitches"]),
             "fabricmanager": self.fabric,
             "services": services,
-            "held_packages": getattr(self, "held", []),
+            "held_packages": self.held,
             "warnings_list": self.warnings,
             "diff": self.diffs,
         }
@@ -358,6 +361,7 @@ class Converger(object):
                          what="unhold %s" % " ".join(unhold))
             self.run(APT_INSTALL + specs + removals, mutating=True, env=APT_ENV,
                      what="install %s" % " ".join(specs + removals))
+            self.packages_changed = True
             if self.check:
                 final = target or ("%s.x" % spec["branch"])
                 self.held = ["driver packages at %s" % final]
@@ -443,6 +447,7 @@ class Converger(object):
                 specs = [s for s, n in zip(specs, names) if n not in missing]
             if specs:
                 self.run(["dnf", "-y", verb] + specs, mutating=True)
+            self.packages_changed = True
             if self.check:
                 final = target or "%s.x" % spec["branch"]
                 self.actions.append("versionlock the driver packages at %s" % final)
@@ -501,6 +506,7 @@ class Converger(object):
             return previous, previous
         self.run(pk.runfile_command(spec), mutating=True,
                  what="run %s --silent --dkms" % spec["runfile"])
+        self.packages_changed = True
         if self.check:
             return previous, spec["version"]
         versions = self.runfile_versions()

@@ -211,6 +211,10 @@ check_mode:
   description: Whether this run only planned (the play or task may set check mode without C(--check)).
   returned: always
   type: bool
+packages_changed:
+  description: Whether the driver packages themselves changed (or would), as opposed to files around them.
+  returned: always
+  type: bool
 plan:
   description: In check mode, the same list as RV(actions); empty otherwise.
   returned: always

@@ -65,7 +65,7 @@ def mutating_calls(runner):
 def test_mirror_install_pins_holds_then_changes_nothing(node):
     apt = make_apt(node)
     first = converge(node, apt, version="570.158.01", install_prerequisites=False, **MIRROR)
-    assert first["changed"]
+    assert first["changed"] and first["packages_changed"]
     assert first["previous_version"] is None and first["installed_version"] == "570.158.01"
     assert ["apt-get", "update", "-q"] in apt.calls
     install = [c for c in apt.commands(["apt-get", "install"])]
@@ -165,6 +165,7 @@ def test_present_on_a_branch_keeps_an_older_version_of_it(node):
     assert result["installed_version"] == "570.158.01"
     # Only the pin widens from the version to the branch.
     assert result["actions"] == ["write /etc/apt/preferences.d/gpuops-nvidia-driver"]
+    assert result["changed"] and not result["packages_changed"]
 
 
 def test_branch_switch_removes_the_old_branch_meta(node):
