@@ -335,7 +335,7 @@ class Converger(object):
             self.apt_update()
         plan = pk.packages(spec, self.fabric, self.params.get("dcgm"), self.params.get("dcgm_package"))
         installed, held = self.installed_packages("deb")
-        previous = pk.upstream_version(installed.get(plan["primary"]))
+        previous = pk.installed_driver_version(installed, plan["primary"], "deb")
         names = plan["driver"] + plan["extra"]
 
         target = spec["version"]
@@ -409,7 +409,7 @@ class Converger(object):
         self.repository()
         plan = pk.packages(spec, self.fabric, self.params.get("dcgm"), self.params.get("dcgm_package"))
         installed, dummy = self.installed_packages("rpm")
-        previous = installed.get(plan["primary"], (None, None, None))[1]
+        previous = pk.installed_driver_version(installed, plan["primary"], "rpm")
         prereqs = self._prereqs(installed, "rpm")
         if prereqs:
             self.run(["dnf", "-y", "install"] + prereqs, mutating=True, what="install %s" % " ".join(prereqs))
@@ -529,8 +529,7 @@ class Converger(object):
             return versions[-1] if versions else None
         installed, held = self.installed_packages(spec["family"])
         plan = pk.packages(spec)
-        previous = installed.get(plan["primary"])
-        previous = pk.upstream_version(previous) if spec["family"] == "deb" else (previous or (None, None))[1]
+        previous = pk.installed_driver_version(installed, plan["primary"], spec["family"])
         remove = pk.driver_packages_installed(installed, spec["family"])
         if spec["family"] == "deb":
             if remove:

@@ -346,6 +346,24 @@ def driver_packages_installed(installed, family):
     return sorted(name for name in installed if regex.match(name))
 
 
+def installed_driver_version(installed, primary, family):
+    """The installed driver version: the primary package's, else the most common
+    version among installed driver packages (another branch's metapackage)."""
+    def version_of(value):
+        return upstream_version(value) if family == "deb" else value[1]
+    if primary in installed:
+        return version_of(installed[primary])
+    regex = re.compile(PY_DEB_DRIVER_REGEX if family == "deb" else RPM_DRIVER_REGEX)
+    counts = {}
+    for name, value in installed.items():
+        version = version_of(value)
+        if regex.match(name) and version and _VERSION.match(version):
+            counts[version] = counts.get(version, 0) + 1
+    if not counts:
+        return None
+    return sorted(counts.items(), key=lambda item: (item[1], item[0]))[-1][0]
+
+
 def other_branch_metas(installed, spec):
     """Branch metapackages of another branch, removed when switching branches."""
     if spec["family"] != "deb":

@@ -175,7 +175,9 @@ def test_branch_switch_removes_the_old_branch_meta(node):
     install = apt.commands(["apt-get", "install"])[-1]
     assert "nvidia-open-575=575.57.08-1" in install and "nvidia-open-570-" in install
     assert "nvidia-open-570" not in apt.installed
+    assert result["previous_version"] == "570.172.08"  # from the other branch's packages
     assert result["installed_version"] == "575.57.08"
+    assert result["packages_changed"]
 
 
 def test_proprietary_modules_and_dcgm(node):
