@@ -276,7 +276,8 @@ class Converger(object):
         else:
             previous, installed_version = self.rpm()
         reboot, reasons = pk.reboot_decision(installed_version, host["loaded_version"],
-                                             host["nouveau_loaded"], bool(host["gpus"]))
+                                             host["nouveau_loaded"], bool(host["gpus"]),
+                                             host.get("loaded_flavor"), spec["open"])
         if spec["state"] == "absent" and host["loaded_version"]:
             reboot, reasons = True, ["driver removed but kernel module %s is still loaded" % host["loaded_version"]]
         if host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent":

@@ -369,10 +369,13 @@ def other_branch_metas(installed, spec):
     if spec["family"] != "deb":
         return []
     pattern = re.compile(r"^(nvidia-open|cuda-drivers|nvidia-driver|nvidia-fabricmanager)-(\d{3})(-server)?(-open)?$")
+    wanted = packages(spec)["primary"]
+    # The other kernel module flavor's metapackage of the same branch goes too.
+    other_flavor = ("cuda-drivers-%s" if spec["open"] else "nvidia-open-%s") % spec["branch"]
     result = []
     for name in sorted(installed):
         match = pattern.match(name)
-        if match and match.group(2) != spec["branch"]:
+        if match and name != wanted and (match.group(2) != spec["branch"] or name == other_flavor):
             result.append(name)
     return result
 
@@ -474,9 +477,14 @@ def runfile_command(spec):
     return argv
 
 
-def reboot_decision(installed_version, loaded_version, nouveau_is_loaded, gpu_present):
+def reboot_decision(installed_version, loaded_version, nouveau_is_loaded, gpu_present,
+                    loaded_flavor=None, wanted_open=None):
     """(reboot_required, reasons) from what is installed and what the kernel runs."""
     reasons = []
+    if loaded_flavor and wanted_open is not None and installed_version == loaded_version:
+        wanted = "open" if wanted_open else "proprietary"
+        if loaded_flavor != wanted:
+            reasons.append("the loaded kernel module is %s, the installed one is %s" % (loaded_flavor, wanted))
     if nouveau_is_loaded:
         reasons.append("nouveau is loaded")
     if installed_version and loaded_version and installed_version != loaded_version:

@@ -230,6 +230,10 @@ def test_other_branch_metas_are_removed_on_a_branch_switch():
     assert pk.other_branch_metas(installed, spec()) == [
         "nvidia-driver-535-server-open", "nvidia-fabricmanager-550", "nvidia-open-550"]
     assert pk.other_branch_metas(installed, spec("rhel9")) == []
+    # Same branch, other kernel module flavor.
+    assert pk.other_branch_metas({"nvidia-open-570": "1", "cuda-drivers-570": "1"}, spec(open=False)) == [
+        "nvidia-open-570"]
+    assert pk.other_branch_metas({"nvidia-open-570": "1", "cuda-drivers-570": "1"}, spec()) == ["cuda-drivers-570"]
 
 
 def test_versionlock_lines_and_block_merge_keep_other_entries():
@@ -268,6 +272,12 @@ def test_runfile_command(is_open, branch, flag):
     argv = pk.runfile_command(spec(source="runfile", runfile=path, open=is_open, branch=None))
     assert argv[:4] == ["sh", path, "--silent", "--dkms"]
     assert argv[4:] == ([flag] if flag else [])
+
+
+def test_reboot_when_the_loaded_flavor_is_not_the_installed_one():
+    required, reasons = pk.reboot_decision("570.172.08", "570.172.08", False, True, "proprietary", True)
+    assert required and reasons == ["the loaded kernel module is proprietary, the installed one is open"]
+    assert pk.reboot_decision("570.172.08", "570.172.08", False, True, "open", True) == (False, [])
 
 
 @pytest.mark.parametrize("installed,loaded,nouveau,gpu,expect", [
