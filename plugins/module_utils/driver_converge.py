@@ -352,8 +352,8 @@ class Converger(object):
             self.run(APT_INSTALL + prereqs, mutating=True, env=APT_ENV,
                      what="install %s" % " ".join(prereqs))
         if not satisfied:
-            if not target and spec["version"] is None:
-                target = pk.upstream_version(self.apt_candidate(plan["primary"]))
+            if not target:
+                target = self._deb_branch_target(plan["primary"])
             specs = self._deb_specs(names, target)
             removals = [name + "-" for name in pk.other_branch_metas(installed, spec)]
             unhold = sorted(n for n in held if n in installed and re.match(pk.PY_DEB_DRIVER_REGEX, n))
@@ -380,6 +380,24 @@ class Converger(object):
                      what="hold %s" % " ".join(to_hold))
         self.held = hold
         return previous, final
+
+    def _deb_branch_target(self, primary):
+        """The version apt would install for the branch, checked before anything is installed."""
+        spec = self.spec
+        candidate = self.apt_candidate(primary)
+        if candidate is None and not self.cache_updated and not self.check:
+            self.apt_update()
+            candidate = self.apt_candidate(primary)
+        target = pk.upstream_version(candidate)
+        if target is None:
+            if self.check:
+                return None
+            raise DriverError("%s is not available from the configured repositories: check the source "
+                              "(for Debian non-free, enable the non-free component)" % primary)
+        if pk.branch_of(target) != spec["branch"]:
+            raise DriverError("the repositories offer %s %s, not branch %s: choose a branch they carry, or "
+                              "source=cuda" % (primary, target, spec["branch"]))
+        return target
 
     def _deb_specs(self, names, target):
         """name or name=<full version> for each package, full version from apt-cache."""

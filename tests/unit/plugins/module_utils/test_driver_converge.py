@@ -311,6 +311,25 @@ def test_ubuntu_archive_server_packages(node):
     assert not os.path.exists(os.path.join(node.root, "etc/apt/sources.list.d"))
 
 
+def test_debian_non_free_on_another_branch_is_refused_before_installing(node):
+    apt = FakeApt(node, available={"nvidia-driver": ["535.247.01-1"], "nvidia-open-kernel-dkms": ["535.247.01-1"]})
+    with pytest.raises(dc.DriverError, match="the repositories offer nvidia-driver 535.247.01, not branch 570"):
+        converge(node, apt, branch="570", source="distro", install_prerequisites=False)
+    assert apt.commands(["apt-get", "install"]) == []
+    result = converge(node, apt, branch="535", source="distro", install_prerequisites=False)
+    assert apt.commands(["apt-get", "install"])[-1][-2:] == ["nvidia-driver=535.247.01-1",
+                                                             "nvidia-open-kernel-dkms=535.247.01-1"]
+    assert result["installed_version"] == "535.247.01"
+
+
+def test_unknown_package_is_refused_after_one_refresh(node):
+    apt = FakeApt(node, available={})
+    with pytest.raises(dc.DriverError, match="nvidia-open-570 is not available from the configured repositories"):
+        converge(node, apt, branch="570", install_prerequisites=False, **MIRROR)
+    assert apt.updates == 1  # the new mirror; no second refresh
+    assert apt.commands(["apt-get", "install"]) == []
+
+
 # -- RHEL family ----------------------------------------------------------------------
 
 def rhel_repo(version="570.172.08"):
