@@ -113,3 +113,13 @@ def test_preflight_module_reports_problems_without_failing(node, monkeypatch, ca
     rc, result = run_module(gpu_node_preflight.main, {"disk_paths": ["/"], "min_free_mib": 1,
                                                       "_ansible_check_mode": True}, capsys)
     assert result["ok"] and len(result["gpus"]) == 8 and len(result["nvswitches"]) == 4
+
+
+def test_a_failure_after_changes_reports_them(node, apt, capsys):
+    rc, result = run_module(nvidia_driver.main, dict(MIRROR, branch="575"), capsys)
+    assert rc == 1
+    assert "nvidia-open-575 is not available from the configured repositories" in result["msg"]
+    # The files written before the failure are reported, so the run is honest about what changed.
+    assert result["changed"]
+    assert "write /etc/apt/preferences.d/gpuops-nvidia-driver" in result["actions"]
+    assert apt.commands(["apt-get", "install"]) == []
