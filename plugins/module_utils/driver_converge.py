@@ -29,8 +29,10 @@ DNF_MODULE_PATH = "/etc/dnf/modules.d/nvidia-driver.module"
 DKMS_TREE = "/var/lib/dkms/nvidia"
 
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
-APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades",
-               "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+# Wait for a running unattended-upgrades or apt instead of failing on the lock.
+APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
+APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades"] + APT_LOCK + [
+    "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
 
 
 class DriverError(Exception):
@@ -52,6 +54,7 @@ class Converger(object):
         self.changed = False
         self.cache_updated = False
         self.packages_changed = False  # the driver itself changed (not just a file around it)
+        self._installed_cache = None
         self.held = []
 
     # -- plumbing --------------------------------------------------------
@@ -65,6 +68,7 @@ class Converger(object):
             self.actions.append(what or " ".join(argv))
             if self.check:
                 return 0, "", ""
+            self._installed_cache = None
         rc, out, err = self.module.run_command(argv, environ_update=env or {})
         if check_rc and rc != 0:
             raise DriverError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out).strip()))
@@ -115,7 +119,15 @@ class Converger(object):
 
     # -- queries ---------------------------------------------------------
     def installed_packages(self, family):
-        """name -> version (deb) or name -> (epoch, version, release) (rpm); held names (deb)."""
+        """name -> version (deb) or name -> (epoch, version, release) (rpm); held names (deb).
+
+        Cached until a command changes the host."""
+        if self._installed_cache is None:
+            self._installed_cache = self._query_installed(family)
+        installed, held = self._installed_cache
+        return dict(installed), set(held)
+
+    def _query_installed(self, family):
         installed, held = {}, set()
         if family == "deb":
             rc, out, dummy = self.run(
@@ -147,7 +159,7 @@ class Converger(object):
         if self.check:
             self.actions.append("apt-get update")
             return
-        self.run(["apt-get", "update", "-q"], mutating=False, env=APT_ENV)
+        self.run(["apt-get", "update", "-q"] + APT_LOCK, mutating=False, env=APT_ENV)
 
     def apt_versions(self, package):
         rc, out, dummy = self.run(["apt-cache", "madison", package], mutating=False, env=APT_ENV,
@@ -516,7 +528,7 @@ class Converger(object):
         self.mok()
         prereqs = self._prereqs(installed, spec["family"])
         if prereqs:
-            tool = ["apt-get", "install", "-y", "-q"] if spec["family"] == "deb" else ["dnf", "-y", "install"]
+            tool = APT_INSTALL if spec["family"] == "deb" else ["dnf", "-y", "install"]
             self.run(tool + prereqs, mutating=True, env=APT_ENV, what="install %s" % " ".join(prereqs))
         versions = self.runfile_versions()
         previous = versions[-1] if versions else None
@@ -552,7 +564,7 @@ class Converger(object):
         remove = pk.driver_packages_installed(installed, spec["family"])
         if spec["family"] == "deb":
             if remove:
-                self.run(["apt-get", "remove", "-y", "-q", "--allow-change-held-packages"] + remove,
+                self.run(["apt-get", "remove", "-y", "-q", "--allow-change-held-packages"] + APT_LOCK + remove,
                          mutating=True, env=APT_ENV, what="remove %s" % " ".join(remove))
             self.ensure_file(APT_PIN_PATH, None)
             self.ensure_file(UU_PATH, None)

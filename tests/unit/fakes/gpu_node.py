@@ -107,6 +107,19 @@ class FakeNode(object):
         return self
 
 
+def _operands(args):
+    """apt-get's package arguments: not options, not the values of -o."""
+    result, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "-o":
+            skip = True
+        elif not arg.startswith("-"):
+            result.append(arg)
+    return result
+
+
 def _upstream(version):
     return version.split(":", 1)[-1].split("-", 1)[0]
 
@@ -197,9 +210,9 @@ class FakeApt(CommandLog):
             self.held.difference_update(argv[2:])
             return 0, "", ""
         if argv[:2] == ["apt-get", "install"]:
-            return self._install([a for a in argv[2:] if not a.startswith("-") and "Dpkg::" not in a])
+            return self._install(_operands(argv[2:]))
         if argv[:2] == ["apt-get", "remove"]:
-            names = [a for a in argv[2:] if not a.startswith("-")]
+            names = _operands(argv[2:])
             held = [n for n in names if n in self.held]
             if held and "--allow-change-held-packages" not in argv:
                 return 100, "", "E: Held packages were changed and -y was used without --allow-change-held-packages."
