@@ -114,6 +114,10 @@ class Converger(object):
             raise
         return True
 
+    def unit_exists(self, name):
+        return any(os.path.exists(self._p(os.path.join(d, name + ".service")))
+                   for d in ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"))
+
     def have(self, tool):
         return self.module.get_bin_path(tool) is not None
 
@@ -303,6 +307,11 @@ class Converger(object):
                 services.append("nvidia-fabricmanager")
             if params.get("dcgm") and spec["source"] != "runfile":
                 services.append("nvidia-dcgm")
+            if not self.check:
+                missing = [name for name in services if not self.unit_exists(name)]
+                for name in missing:
+                    self.warnings.append("%s.service is not installed: it was not enabled" % name)
+                services = [name for name in services if name not in missing]
         return {
             "changed": self.changed,
             "check_mode": self.check,

@@ -273,7 +273,9 @@ fabricmanager:
   returned: always
   type: bool
 services:
-  description: Services the caller should enable and start (nvidia-persistenced, nvidia-fabricmanager).
+  description:
+    - Services the caller should enable and start (nvidia-persistenced, nvidia-fabricmanager, nvidia-dcgm).
+    - Outside check mode, only those whose systemd unit the packages installed; a missing one is a warning.
   returned: always
   type: list
   elements: str

@@ -107,6 +107,18 @@ class FakeNode(object):
         return self
 
 
+# The systemd units NVIDIA's packages ship (DCGM is left to tests on purpose).
+UNITS = (("nvidia-persistenced", "nvidia-persistenced"), ("nvidia-fabricmanager", "nvidia-fabricmanager"),
+         ("nvidia-fabric-manager", "nvidia-fabricmanager"))
+
+
+def install_units(node, names):
+    for name in names:
+        for prefix, unit in UNITS:
+            if name.startswith(prefix):
+                node.write("lib/systemd/system/%s.service" % unit, "[Service]\nExecStart=/usr/bin/%s\n" % unit)
+
+
 def _operands(args):
     """apt-get's package arguments: not options, not the values of -o."""
     result, skip = [], False
@@ -247,6 +259,7 @@ class FakeApt(CommandLog):
             if name in self.held and self.installed.get(name) != version:
                 return 100, "", "E: Held packages were changed"
         self.installed.update(plan)
+        install_units(self.node, plan)
         return 0, "", ""
 
 
@@ -294,6 +307,7 @@ class FakeDnf(CommandLog):
                 if not candidates:
                     return 1, "", "Error: Unable to find a match: %s" % spec
                 self.installed[name] = candidates[-1]
+                install_units(self.node, [name])
             return 0, "", ""
         if argv[:3] == ["dnf", "-y", "remove"]:
             for name in argv[3:]:

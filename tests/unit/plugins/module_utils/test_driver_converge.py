@@ -187,7 +187,12 @@ def test_proprietary_modules_and_dcgm(node):
     assert install[-2:] == ["cuda-drivers-570=570.172.08-1", "datacenter-gpu-manager-4-cuda12"]
     assert "nvidia-kernel-dkms" in apt.installed and "nvidia-kernel-open-dkms" not in apt.installed
     assert "datacenter-gpu-manager-4-cuda12" not in result["held_packages"]
-    assert result["services"] == ["nvidia-persistenced", "nvidia-dcgm"]
+    # Services whose unit the packages did not install are left out, with a warning.
+    assert result["services"] == ["nvidia-persistenced"]
+    assert "nvidia-dcgm.service is not installed: it was not enabled" in result["warnings_list"]
+    node.write("usr/lib/systemd/system/nvidia-dcgm.service", "[Service]\n")
+    again = converge(node, apt, version="570.172.08", open=False, dcgm=True, install_prerequisites=False, **MIRROR)
+    assert again["services"] == ["nvidia-persistenced", "nvidia-dcgm"] and not again["changed"]
 
 
 def test_nvswitches_bring_fabricmanager_at_the_driver_version(node):
