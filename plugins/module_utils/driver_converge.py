@@ -281,6 +281,9 @@ class Converger(object):
         else:
             fabric = fabric in (True, "true", "yes")
         self.fabric = fabric and spec["source"] != "runfile"
+        if fabric and spec["source"] == "runfile":
+            self.warnings.append("NVSwitches need nvidia-fabricmanager %s, which a runfile does not install: "
+                                 "install NVIDIA's fabric manager archive for that version" % spec["version"])
         previous = None
         if spec["state"] == "absent":
             previous = self.absent()

@@ -415,8 +415,18 @@ def test_runfile_install_once(node):
     result = converge(node, apt, source="runfile", runfile=runfile[len(node.root):], install_prerequisites=False)
     assert apt.commands(["sh"]) == [["sh", runfile[len(node.root):], "--silent", "--dkms", "-m=kernel-open"]]
     assert result["installed_version"] == "570.172.08"
+    assert result["services"] == []  # the runfile ships no systemd unit for nvidia-persistenced
+    assert "nvidia-persistenced.service is not installed: it was not enabled" in result["warnings_list"]
     again = converge(node, apt, source="runfile", runfile=runfile[len(node.root):], install_prerequisites=False)
     assert not again["changed"] and len(apt.commands(["sh"])) == 1
+
+
+def test_runfile_on_an_nvswitch_node_warns_about_fabric_manager(node):
+    node.hgx_h100()
+    runfile = node.write("opt/NVIDIA-Linux-x86_64-570.172.08.run", "#!/bin/sh\n")[len(node.root):]
+    result = converge(node, RunfileApt(node), source="runfile", runfile=runfile, install_prerequisites=False)
+    assert not result["fabricmanager"]
+    assert any("a runfile does not install" in w for w in result["warnings_list"])
 
 
 def test_runfile_refused_over_a_packaged_driver(node):
