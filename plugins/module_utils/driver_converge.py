@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """Check and converge an NVIDIA driver in one pass (the nvidia_driver module's core).
 
 Package operations go through apt-get/dnf with ``module.run_command``, like
