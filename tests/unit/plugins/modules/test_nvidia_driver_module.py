@@ -20,7 +20,7 @@ def run_module(main, args, capsys):
     """Run a module's main() with ``args``; return (rc, result)."""
     payload = json.dumps({"ANSIBLE_MODULE_ARGS": args})
     try:
-        from ansible.module_utils.testing import patch_module_args
+        from support.module_args import patch_module_args
     except ImportError:  # ansible-core < 2.19
         patch_module_args = None
     with pytest.raises(SystemExit) as exc:
