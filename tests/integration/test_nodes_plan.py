@@ -17,16 +17,28 @@ MANAGED = ["/etc/modprobe.d/gpuops-blacklist-nouveau.conf", "/etc/apt/preference
            "/etc/apt/apt.conf.d/51gpuops-nvidia-driver"]
 
 
-@pytest.mark.parametrize("extra", [[], ["--check", "-e", "gpuops_nodes_plan_only=false"]])
-def test_plan_only_run_changes_nothing(repo_root, extra):
+def _run(repo_root, extra):
     installed = repo_root / "collections" / "ansible_collections" / "gpuops" / "platform"
-    if not installed.is_dir():
-        pytest.skip("run scripts/bootstrap.sh first: ansible-playbook needs the installed collection")
-    before = {path: os.path.exists(path) for path in MANAGED}
-    proc = subprocess.run(
+    assert installed.is_dir(), "run scripts/bootstrap.sh first: ansible-playbook needs the installed collection"
+    return subprocess.run(
         ["ansible-playbook", "-i", "inventories/local/hosts.yml", "playbooks/nodes.yml"] + extra,
         cwd=str(repo_root), capture_output=True, text=True,
         env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+
+
+def test_plan_only_inventory_refuses_to_run_without_check(repo_root):
+    before = {path: os.path.exists(path) for path in MANAGED}
+    proc = _run(repo_root, [])
+    assert proc.returncode != 0
+    assert "plan-only" in proc.stdout + proc.stderr
+    assert "Install, pin and check the NVIDIA driver" not in proc.stdout
+    assert {path: os.path.exists(path) for path in MANAGED} == before
+
+
+@pytest.mark.parametrize("extra", [["--check"], ["--check", "-e", "gpuops_nodes_plan_only=false"]])
+def test_plan_only_run_changes_nothing(repo_root, extra):
+    before = {path: os.path.exists(path) for path in MANAGED}
+    proc = _run(repo_root, extra)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "PLAN:" in proc.stdout and "would change:" in proc.stdout
     assert "failed=0" in proc.stdout
