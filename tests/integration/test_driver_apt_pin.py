@@ -6,7 +6,6 @@ names carry no branch), then asks real apt, in a private state directory
 (nothing on the host changes), what it would install with and without the pin.
 """
 
-import os
 import shutil
 import subprocess
 
@@ -44,7 +43,7 @@ def apt(tmp_path_factory):
         for name in ("nvidia-driver", "libcuda1", "nvidia-kernel-open-dkms"):
             _deb(build, repo, name, version)
     for version in ("570.158.01-1", "570.172.08-1"):
-        up = version.split("-")[0]
+        up = version.split("-", maxsplit=1)[0]
         _deb(build, repo, "nvidia-open-570", version,
              "nvidia-driver (>= %s), libcuda1 (>= %s), nvidia-kernel-open-dkms (>= %s)" % (up, up, up))
     packages = subprocess.run(["dpkg-scanpackages", "-m", "."], cwd=str(repo), check=True, capture_output=True).stdout

@@ -245,7 +245,7 @@ class FakeApt(CommandLog):
             if spec.endswith(".deb"):
                 plan["cuda-keyring"] = "1.1-1"
                 continue
-            name, _, version = spec.partition("=")
+            name, dummy, version = spec.partition("=")
             version = version or self.candidate(name)
             if name.startswith("linux-headers-") or name == "dkms":
                 version = version or "1.0"

@@ -21,7 +21,9 @@ VERSIONS = ["570.158.01-1", "570.172.08-1", "575.57.08-1"]
 
 def debian_repo():
     """What a mirror of NVIDIA's debian12 repo offers: metas per branch, unversioned-name driver packages."""
-    per_branch = lambda b: [v for v in VERSIONS if v.startswith(b)]  # noqa: E731
+    def per_branch(branch):
+        return [v for v in VERSIONS if v.startswith(branch)]
+
     return {
         "nvidia-open-570": per_branch("570"), "cuda-drivers-570": per_branch("570"),
         "nvidia-open-575": per_branch("575"),
@@ -68,7 +70,7 @@ def test_mirror_install_pins_holds_then_changes_nothing(node):
     assert first["changed"] and first["packages_changed"]
     assert first["previous_version"] is None and first["installed_version"] == "570.158.01"
     assert apt.commands(["apt-get", "update"]) == [["apt-get", "update", "-q", "-o", "DPkg::Lock::Timeout=600"]]
-    install = [c for c in apt.commands(["apt-get", "install"])]
+    install = list(apt.commands(["apt-get", "install"]))
     assert len(install) == 1 and install[0][-1] == "nvidia-open-570=570.158.01-1"
     assert apt.installed["nvidia-driver"] == "570.158.01-1"
     assert apt.held == {"nvidia-open-570", "nvidia-driver", "nvidia-kernel-open-dkms", "libcuda1",
