@@ -266,7 +266,7 @@ def k8s_served(objects, api_kinds, served=True):
 
 
 def k8s_stats_lines(stats):
-    """Human summary of gpuops_k8s_stats: one headline, then one line per layer."""
+    """Human summary of k8s_apply_stats: one headline, then one line per layer."""
     stats = stats or {}
     layers = sorted(stats.get("layers") or [], key=lambda l: (l.get("order", 0), l.get("name", "")))
     rendered = stats.get("mode") == "render"
