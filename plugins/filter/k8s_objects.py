@@ -265,8 +265,14 @@ def k8s_served(objects, api_kinds, served=True):
     return [o for o in (objects or []) if (("%s/%s" % _identity(o)[:2]) in kinds) == bool(served)]
 
 
+def k8s_in_namespaces(objects, namespaces):
+    """Cluster-scoped objects, and namespaced ones whose namespace is in ``namespaces``."""
+    known = set(to_text(n) for n in (namespaces or []))
+    return [o for o in (objects or []) if k8s_phase(o) != PHASE_NAMESPACED or _identity(o)[2] in known]
+
+
 def k8s_stats_lines(stats):
-    """Human summary of k8s_apply_stats: one headline, then one line per layer."""
+    """Human summary of gpuops_k8s_stats: one headline, then one line per layer."""
     stats = stats or {}
     layers = sorted(stats.get("layers") or [], key=lambda l: (l.get("order", 0), l.get("name", "")))
     rendered = stats.get("mode") == "render"
@@ -309,6 +315,7 @@ class FilterModule(object):
             "k8s_helm_release": k8s_helm_release,
             "k8s_release_files": k8s_release_files,
             "k8s_served": k8s_served,
+            "k8s_in_namespaces": k8s_in_namespaces,
             "k8s_stats_lines": k8s_stats_lines,
             "k8s_nested": k8s_nested,
         }

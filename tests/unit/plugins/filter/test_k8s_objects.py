@@ -137,3 +137,10 @@ def test_manifest_renders_str_subclasses():
     assert yaml.safe_load(f.k8s_manifest([o]).split("---\n", 1)[1]) == {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ns"}, "data": {"k": "v"}}
     assert "v" in f.k8s_yaml({"a": TaggedStr("v")})
+
+
+def test_in_namespaces_keeps_cluster_scoped_and_known_namespaces():
+    kept = f.k8s_in_namespaces(MIXED, ["gpu-operator"])
+    assert sorted(kinds(kept)) == ["ClusterQueue", "ConfigMap", "CustomResourceDefinition", "Namespace", "Namespace",
+                                   "PriorityClass"]
+    assert f.k8s_in_namespaces(MIXED, ["gpu-operator", "team-a"]) == MIXED
