@@ -138,6 +138,23 @@ def _mig_profiles(gpus):
     return full, profiles, mig
 
 
+def _planned_counts(name, strategy, entry):
+    """Counts of the MIG plan for one strategy.
+
+    Accepts the mig role's form ``{valid, reason, resources: {...}}`` and a
+    plain ``{resource: count}``; an invalid plan fails with its reason.
+    """
+    if not isinstance(entry, Mapping):
+        raise AnsibleFilterError("node %s: mig_k8s_resources.%s must be a mapping" % (name, strategy))
+    if "resources" in entry or "valid" in entry:
+        if entry.get("valid") is False:
+            raise AnsibleFilterError("node %s: the MIG layout cannot be used with the %s strategy: %s"
+                                     % (name, strategy, entry.get("reason") or "invalid"))
+        entry = entry.get("resources") or {}
+    return dict((to_text(k), _int(v, "node %s: mig_k8s_resources.%s.%s" % (name, strategy, k)))
+                for k, v in entry.items())
+
+
 def _base_resources(node, strategy):
     """Device-plugin resources of one node before sharing, and whether it uses MIG."""
     name = node["name"]
@@ -147,9 +164,10 @@ def _base_resources(node, strategy):
         if not isinstance(planned, Mapping):
             raise AnsibleFilterError("node %s: mig_k8s_resources must be a mapping per strategy" % name)
         if strategy in planned:
-            counts = dict((to_text(k), _int(v, "node %s: mig_k8s_resources.%s.%s" % (name, strategy, k)))
-                          for k, v in (planned[strategy] or {}).items())
-            planned_mig = [k for k in list(counts) + list(planned.get("mixed") or {}) if to_text(k).startswith(MIG_PREFIX)]
+            counts = _planned_counts(name, strategy, planned[strategy])
+            mixed = planned.get("mixed") or {}
+            mixed = mixed.get("resources", mixed) if isinstance(mixed, Mapping) else {}
+            planned_mig = [k for k in list(counts) + list(mixed) if to_text(k).startswith(MIG_PREFIX)]
             return counts, bool(planned_mig) or _mig_profiles(facts.get("gpus"))[2]
     if not facts.get("present"):
         return {}, False

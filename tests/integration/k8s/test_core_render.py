@@ -227,7 +227,7 @@ def test_summary_counts_layers_objects_and_releases(time_slicing):
     ("negative-replicas", {"gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": -2}]},
      {"gpu-a": {"facts": "hgx-h100"}}, "sharing config 'ts': replicas of nvidia.com/gpu must be at least 1, got -2"),
     ("unknown-mig-strategy", {"gpuops_k8s_mig_strategy": "triple"},
-     {"gpu-a": {"facts": "hgx-h100"}}, "gpu_operator_mig_strategy must be one of single, mixed (got triple)"),
+     {"gpu-a": {"facts": "hgx-h100"}}, "value of gpu_operator_mig_strategy must be one of: single, mixed, got: triple"),
     ("quota-over-fleet", {"gpu_tenants_list": [{"name": "greedy", "quota": {"requests.nvidia.com/gpu": 1000}}]},
      {"gpu-a": {"facts": "hgx-h100"}}, "tenant greedy quota is larger than the fleet: requests.nvidia.com/gpu=1000 but the fleet has"),
     ("mps-with-mig", {"gpu_sharing_configs": [{"name": "mps", "mode": "mps", "replicas": 2}],

@@ -210,3 +210,20 @@ def test_tenants_plan_defaults_and_errors():
                              ([{"name": "x", "quota": {"requests.nvidia.com/gpu": 100}}], "tenant x quota is larger than the fleet")]:
         with pytest.raises(AnsibleFilterError, match=message):
             f.gpu_tenants_plan(tenants, cap)
+
+
+def test_mig_plan_in_the_mig_roles_form():
+    """The mig role publishes {strategy: {valid, reason, resources}}."""
+    plan = {"single": {"valid": False, "reason": "the single strategy needs one profile on the node; the layout has 1g.10gb, 3g.40gb",
+                       "resources": {}},
+            "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1,
+                                                                   "nvidia.com/gpu": 1}}}
+    cap = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="mixed")
+    assert cap["nodes"]["m"]["resources"] == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1, "nvidia.com/gpu": 1}
+    assert cap["nodes"]["m"]["mig"] is True
+    with pytest.raises(AnsibleFilterError, match="node m: the MIG layout cannot be used with the single strategy: the single strategy needs one profile"):
+        f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="single")
+    ok = {"single": {"valid": True, "reason": None, "resources": {"nvidia.com/gpu": 14}, "profile": "1g.10gb"},
+          "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 14}}}
+    single = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=ok)], mig_strategy="single")
+    assert single["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 14} and single["nodes"]["m"]["mig"] is True
