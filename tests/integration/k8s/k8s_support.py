@@ -68,6 +68,7 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
 ROOT = Path(__file__).resolve().parents[3]
+# Recorded nvml_facts fixtures first; ./facts holds layouts no recording has (MIG mixed).
 FIXTURE_DIRS = [ROOT / "tests" / "fixtures" / "nvml", Path(__file__).resolve().parent / "facts"]
 
 # Kubernetes version the collection targets by default (gpuops_k8s_version).

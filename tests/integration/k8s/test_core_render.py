@@ -67,10 +67,15 @@ def mig_mixed(render):
 
 @pytest.fixture(scope="module")
 def mig_single_plan(render):
-    """MIG single strategy with counts from the MIG plan (mig_k8s_resources), no tenants."""
-    return render("mig-single", extra_vars={"gpuops_k8s_mig_strategy": "single"}, nodes={
-        "mig-b": {"facts": "hgx-h100", "mig_k8s_resources": {"single": {"nvidia.com/gpu": 56},
-                                                            "mixed": {"nvidia.com/mig-1g.10gb": 56}}},
+    """MIG single strategy with the counts of the mig role's plan (mig_k8s_resources), and the recorded H200 MIG node."""
+    return render("mig-single", extra_vars={
+        "gpuops_k8s_mig_strategy": "single",
+        "gpu_tenants_list": [{"name": "serving", "gpu_share": 0.25}],
+    }, nodes={
+        "mig-b": {"facts": "hgx-h100", "mig_k8s_resources": {
+            "single": {"valid": True, "reason": None, "resources": {"nvidia.com/gpu": 56}, "profile": "1g.10gb"},
+            "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 56}}}},
+        "mig-c": {"facts": "h200-mig"},
     })
 
 
@@ -165,7 +170,7 @@ def test_node_labels_come_from_facts_and_host_settings(time_slicing, mig_mixed):
 
 
 def test_tenant_quotas_follow_the_fleet_capacity(time_slicing, mig_mixed, mig_single_plan):
-    # 8 H100 x 4 time-slicing replicas, and 4 L40S x 2 MPS replicas renamed to nvidia.com/gpu.shared.
+    # H100s x 4 time-slicing replicas, and L40S x 2 MPS replicas renamed to nvidia.com/gpu.shared.
     fleet_gpu = gpus("hgx-h100") * 4
     fleet_shared = gpus("l40s") * 2
     qa = time_slicing.one("ResourceQuota", "gpuops-tenant", "team-a")["spec"]["hard"]
@@ -178,7 +183,10 @@ def test_tenant_quotas_follow_the_fleet_capacity(time_slicing, mig_mixed, mig_si
     qr = mig_mixed.one("ResourceQuota", "gpuops-tenant", "research")["spec"]["hard"]
     assert qr == {"pods": "500", "requests.nvidia.com/gpu": "0", "requests.nvidia.com/mig-1g.10gb": "2",
                   "requests.nvidia.com/mig-2g.20gb": "0", "requests.nvidia.com/mig-3g.40gb": "1"}
-    assert mig_single_plan.find("ResourceQuota") == []
+    # 56 slices from the MIG plan, and the H200's MIG devices from its facts, all as nvidia.com/gpu.
+    h200 = len(load_facts("h200-mig")["gpus"][0]["mig"]["devices"])
+    qs = mig_single_plan.one("ResourceQuota", "gpuops-tenant", "serving")["spec"]["hard"]
+    assert qs == {"pods": "500", "requests.nvidia.com/gpu": str(math.floor((56 + h200) * 0.25))}
 
 
 def test_tenant_namespace_access_and_network(time_slicing):
@@ -232,7 +240,7 @@ def test_summary_counts_layers_objects_and_releases(time_slicing):
      {"gpu-a": {"facts": "hgx-h100"}}, "tenant greedy quota is larger than the fleet: requests.nvidia.com/gpu=1000 but the fleet has"),
     ("mps-with-mig", {"gpu_sharing_configs": [{"name": "mps", "mode": "mps", "replicas": 2}],
                       "gpu_sharing_default_config": "mps"},
-     {"mig-a": {"facts": "h100-mig-single"}}, "node mig-a: MPS sharing (config 'mps') cannot be used with MIG"),
+     {"mig-a": {"facts": "h200-mig"}}, "node mig-a: MPS sharing (config 'mps') cannot be used with MIG"),
 ])
 def test_bad_variables_fail_early_with_a_clear_message(render, name, extra_vars, nodes, message):
     result = render(name, extra_vars=extra_vars, nodes=nodes, expect_failure=True)
