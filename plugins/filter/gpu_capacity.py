@@ -15,15 +15,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
-from ansible.module_utils.six import string_types
-
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover
-    from collections import Mapping
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -60,7 +55,7 @@ def gpu_sharing_configs(configs, mig_strategy="single"):
         raise AnsibleFilterError("unknown MIG strategy %r: use one of %s" % (mig_strategy, ", ".join(MIG_STRATEGIES)))
     if configs is None:
         configs = []
-    if isinstance(configs, Mapping) or isinstance(configs, string_types):
+    if isinstance(configs, Mapping) or isinstance(configs, str):
         raise AnsibleFilterError("the sharing configs must be a list of {name, mode, ...} mappings")
     result = {}
     for index, cfg in enumerate(configs):
@@ -355,7 +350,7 @@ def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, d
     """Check and complete the tenant list: namespace, Pod Security level, quota from the fleet, limits, queues."""
     if tenants is None:
         tenants = []
-    if isinstance(tenants, Mapping) or isinstance(tenants, string_types):
+    if isinstance(tenants, Mapping) or isinstance(tenants, str):
         raise AnsibleFilterError("the tenants must be a list of {name, ...} mappings")
     plans, namespaces = [], {}
     for tenant in tenants:

@@ -203,9 +203,9 @@ def test_allocatable_diff_names_node_and_numbers():
 
 def test_tenants_plan_defaults_and_errors():
     cap = f.gpu_capacity([node("a", "hgx-h100")])
-    plans = f.gpu_tenants_plan([{"name": "team-a", "gpu_share": 0.5}, {"name": "b", "namespace": "team-b", "pod_security": "restricted",
-                                                                     "quota": {"requests.nvidia.com/gpu": 2}}],
-                               cap, default_quota={"pods": 100})
+    tenants = [{"name": "team-a", "gpu_share": 0.5},
+               {"name": "b", "namespace": "team-b", "pod_security": "restricted", "quota": {"requests.nvidia.com/gpu": 2}}]
+    plans = f.gpu_tenants_plan(tenants, cap, default_quota={"pods": 100})
     assert [(p["namespace"], p["pod_security"], p["quota"]) for p in plans] == [
         ("team-a", "baseline", {"pods": 100, "requests.nvidia.com/gpu": 4}),
         ("team-b", "restricted", {"pods": 100, "requests.nvidia.com/gpu": 2})]
