@@ -207,8 +207,13 @@ def test_tenant_namespace_access_and_network(time_slicing):
 
 
 def test_render_is_deterministic_and_idempotent(time_slicing, installed_collection):
-    """A second render into the same folder writes the same bytes and reports no change."""
+    """A second render into the same folder writes the same bytes, changes nothing else, and prunes stale files."""
     before = {p.relative_to(time_slicing.dir): p.read_bytes() for p in time_slicing.dir.rglob("*") if p.is_file()}
+    stale = time_slicing.dir / "55-dropped" / "helm" / "old" / "values.yaml"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("a: 1\n")
+    foreign = time_slicing.dir / "README.yaml"
+    foreign.write_text("not ours\n")
     again = render_cluster(time_slicing.dir.parent, extra_vars={
         "gpu_sharing_configs": SHARING, "gpu_tenants_list": TENANTS,
         "gpuops_k8s_assume_api_kinds": ["monitoring.coreos.com/v1/ServiceMonitor"]},
@@ -217,11 +222,13 @@ def test_render_is_deterministic_and_idempotent(time_slicing, installed_collecti
                                                    "gpu_nodes_node_name": "gpu-b.k8s.example"}},
                "cpu-a": {"facts": "no-gpu"}},
         collections_path=installed_collection)
+    assert not stale.exists() and foreign.read_text() == "not ours\n"
+    foreign.unlink()
     after = {p.relative_to(again.dir): p.read_bytes() for p in again.dir.rglob("*") if p.is_file()}
     assert after == before
-    assert "localhost                  : ok=" in again.output
     recap = [line for line in again.output.splitlines() if line.startswith("localhost ")][-1]
-    assert "changed=0" in recap, recap
+    # The only change: removing the stale file.
+    assert "changed=1 " in recap, recap
 
 
 def test_summary_counts_layers_objects_and_releases(time_slicing):
