@@ -156,6 +156,21 @@ def test_sharing_configmap_holds_one_device_plugin_config_per_name(time_slicing)
                                                "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}
 
 
+def test_device_plugin_configs_follow_the_upstream_format(time_slicing, shared_reference):
+    """The chart documents named configs as `version: v1` with `flags.migStrategy`; ours carry the same keys."""
+    values = (shared_reference / "k8s-device-plugin" / "chart" / "values.yaml").read_text()
+    example = [line[1:] for line in values.splitlines() if line.startswith("#")]
+    upstream = yaml.safe_load("\n".join(example[example.index(" config:"):example.index(" config:") + 14]))
+    default = yaml.safe_load(upstream["config"]["map"]["default"])
+    cm = time_slicing.one("ConfigMap", "nvidia-device-plugin-config", "gpu-operator")
+    for name, text in cm["data"].items():
+        doc = yaml.safe_load(text)
+        assert doc["version"] == default["version"] == "v1", name
+        assert set(default["flags"]) <= set(doc["flags"]), name
+        assert doc["flags"]["migStrategy"] in ("none", "single", "mixed"), name
+        assert set(doc) <= {"version", "flags", "sharing"}, name
+
+
 def test_node_labels_come_from_facts_and_host_settings(time_slicing, mig_mixed):
     a = time_slicing.one("Node", "gpu-a")["metadata"]["labels"]
     assert a["nvidia.com/device-plugin.config"] == "ts4"
