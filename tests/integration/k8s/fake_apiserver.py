@@ -177,7 +177,7 @@ class FakeAPIServer:
             key = (gv, plural, ns, name)
             if method == "GET":
                 if name is None:
-                    items = [o for (g, p, n, _), o in sorted(self.objects.items()) if g == gv and p == plural
+                    items = [o for (g, p, n, dummy), o in sorted(self.objects.items()) if g == gv and p == plural
                              and (not ns or n == ns)]
                     return req._send(200, {"kind": kind + "List", "apiVersion": gv,
                                            "metadata": {"resourceVersion": str(self._rv)}, "items": items})
