@@ -1,0 +1,235 @@
+"""Capacity from node facts: GPU count x replicas, MIG plans and facts, and the errors."""
+import json
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as f
+
+TESTS = Path(__file__).resolve().parents[3]
+# Recorded nvml_facts fixtures first, then the few layouts no recording has (MIG mixed).
+FACT_DIRS = [TESTS / "fixtures" / "nvml", TESTS / "integration" / "k8s" / "facts"]
+
+
+def facts(name):
+    for folder in FACT_DIRS:
+        path = folder / ("%s.json" % name)
+        if path.is_file():
+            return json.loads(path.read_text())
+    raise FileNotFoundError(name)
+
+
+def node(name, facts_name=None, **kw):
+    n = {"name": name, "host": name, "nvidia": facts(facts_name) if facts_name else None}
+    n.update(kw)
+    return n
+
+
+def sharing(*configs, **kw):
+    return f.gpu_sharing_configs(list(configs), **kw)
+
+
+def test_plain_gpus_counted_from_facts():
+    cap = f.gpu_capacity([node("a", "hgx-h100"), node("b", "l40s")])
+    assert cap["nodes"]["a"]["resources"] == {"nvidia.com/gpu": 8}
+    assert cap["nodes"]["b"]["resources"] == {"nvidia.com/gpu": 1}
+    assert cap["resources"] == {"nvidia.com/gpu": 9}
+    assert cap["by_product"] == {"NVIDIA-H100-80GB-HBM3": {"nvidia.com/gpu": 8}, "NVIDIA-L40S": {"nvidia.com/gpu": 1}}
+    assert cap["nodes"]["a"]["product"] == "NVIDIA-H100-80GB-HBM3"
+
+
+def test_time_slicing_multiplies_by_replicas_and_renames():
+    cfgs = sharing({"name": "ts4", "mode": "time-slicing", "replicas": 4},
+                   {"name": "ts2r", "mode": "time-slicing", "replicas": 2, "rename_by_default": True})
+    cap = f.gpu_capacity([node("a", "hgx-h100", config="ts4"), node("b", "l40s", config="ts2r")], sharing=cfgs)
+    assert cap["nodes"]["a"]["resources"] == {"nvidia.com/gpu": 32}
+    assert cap["nodes"]["b"]["resources"] == {"nvidia.com/gpu.shared": 2}
+    assert cap["resources"] == {"nvidia.com/gpu": 32, "nvidia.com/gpu.shared": 2}
+
+
+def test_default_config_applies_to_nodes_without_a_label():
+    cfgs = sharing({"name": "mps3", "mode": "mps", "replicas": 3})
+    cap = f.gpu_capacity([node("a", "l40s")], sharing=cfgs, default_config="mps3")
+    assert cap["nodes"]["a"]["resources"] == {"nvidia.com/gpu": 3}
+    assert cap["nodes"]["a"]["config"] == "mps3"
+
+
+def test_mig_single_from_facts():
+    cap = f.gpu_capacity([node("m", "h200-mig")], mig_strategy="single")
+    assert cap["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 7}
+    assert cap["nodes"]["m"]["mig"] is True
+
+
+def test_mig_mixed_from_facts_counts_profiles_and_full_gpus():
+    cap = f.gpu_capacity([node("m", "h100-mig-mixed")], mig_strategy="mixed")
+    assert cap["nodes"]["m"]["resources"] == {
+        "nvidia.com/gpu": 1, "nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-2g.20gb": 1, "nvidia.com/mig-1g.10gb": 2}
+
+
+def test_mig_single_with_mixed_profiles_is_refused():
+    with pytest.raises(AnsibleFilterError, match="node m: the single MIG strategy needs every GPU MIG-enabled with one profile"):
+        f.gpu_capacity([node("m", "h100-mig-mixed")], mig_strategy="single")
+
+
+def test_mig_plan_wins_over_facts():
+    plan = {"single": {"nvidia.com/gpu": 7}, "mixed": {"nvidia.com/mig-1g.10gb": 7}}
+    single = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="single")
+    mixed = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="mixed")
+    assert single["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 7}
+    assert single["nodes"]["m"]["mig"] is True
+    assert mixed["resources"] == {"nvidia.com/mig-1g.10gb": 7}
+
+
+def test_time_slicing_mig_devices_under_mixed():
+    cfgs = sharing({"name": "mig-ts", "mode": "time-slicing",
+                    "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 3}]}, mig_strategy="mixed")
+    cap = f.gpu_capacity([node("m", "h100-mig-mixed", config="mig-ts")], mig_strategy="mixed", sharing=cfgs)
+    assert cap["nodes"]["m"]["resources"]["nvidia.com/mig-1g.10gb"] == 6
+    assert cap["nodes"]["m"]["resources"]["nvidia.com/gpu"] == 1
+
+
+def test_mps_on_a_mig_node_is_refused():
+    cfgs = sharing({"name": "mps", "mode": "mps", "replicas": 2})
+    with pytest.raises(AnsibleFilterError, match="node m: MPS sharing .* cannot be used with MIG"):
+        f.gpu_capacity([node("m", "h200-mig", config="mps")], sharing=cfgs)
+
+
+def test_unknown_config_on_a_node_is_refused():
+    with pytest.raises(AnsibleFilterError, match="selects device-plugin config 'nope', which is not defined"):
+        f.gpu_capacity([node("a", "l40s", config="nope")], sharing=sharing({"name": "ts", "mode": "time-slicing", "replicas": 2}))
+
+
+def test_nodes_without_gpus_or_facts():
+    cap = f.gpu_capacity([node("cpu", "no-gpu"), node("unknown")])
+    assert cap["resources"] == {}
+    assert cap["nodes"]["cpu"]["resources"] == {}
+    assert cap["missing_facts"] == ["unknown"]
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"name": "x", "mode": "time-slicing", "replicas": -1}, "replicas of nvidia.com/gpu must be at least 1, got -1"),
+    ({"name": "x", "mode": "time-slicing", "replicas": 0}, "must be at least 1, got 0"),
+    ({"name": "x", "mode": "time-slicing", "replicas": "many"}, "must be an integer"),
+    ({"name": "x", "mode": "time-slicing"}, "needs replicas"),
+    ({"name": "x", "mode": "sliced", "replicas": 2}, "unknown mode 'sliced'"),
+    ({"name": "x y", "mode": "none"}, "name must be"),
+    ({"name": "x", "mode": "mps", "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}, "MPS cannot share MIG devices"),
+])
+def test_bad_sharing_configs(cfg, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        f.gpu_sharing_configs([cfg], mig_strategy="mixed")
+
+
+def test_unknown_mig_strategy():
+    with pytest.raises(AnsibleFilterError, match="unknown MIG strategy 'double'"):
+        f.gpu_sharing_configs([], mig_strategy="double")
+    with pytest.raises(AnsibleFilterError, match="unknown MIG strategy 'double'"):
+        f.gpu_capacity([], mig_strategy="double")
+
+
+def test_sharing_documents_match_the_device_plugin_format():
+    cfgs = sharing({"name": "default", "mode": "none"},
+                   {"name": "ts", "mode": "time-slicing", "replicas": 4, "fail_requests_greater_than_one": True},
+                   {"name": "mps", "mode": "mps", "replicas": 2, "rename_by_default": True})
+    assert cfgs["default"]["document"] == {"version": "v1", "flags": {"migStrategy": "single"}}
+    assert cfgs["ts"]["document"]["sharing"] == {"timeSlicing": {
+        "renameByDefault": False, "failRequestsGreaterThanOne": True,
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
+    assert cfgs["mps"]["document"]["sharing"] == {"mps": {
+        "renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}
+
+
+def test_quota_check():
+    cap = f.gpu_capacity([node("a", "hgx-h100")])
+    assert f.gpu_quota_check({"requests.nvidia.com/gpu": 8, "pods": 100}, cap) == {"requests.nvidia.com/gpu": 8, "pods": 100}
+    with pytest.raises(AnsibleFilterError, match=r"tenant team-a quota is larger than the fleet: requests.nvidia.com/gpu=9 but the fleet has 8"):
+        f.gpu_quota_check({"requests.nvidia.com/gpu": 9}, cap, what="tenant team-a quota")
+
+
+def test_product_label():
+    assert f.gpu_product_label("NVIDIA A100-SXM4-40GB") == "NVIDIA-A100-SXM4-40GB"
+    assert f.gpu_product_label(" weird / name ") == "weird-name"
+    assert len(f.gpu_product_label("x" * 100)) == 63
+
+
+def test_tolerations_for_taints():
+    assert f.gpu_tolerations([{"key": "gpu", "value": "true", "effect": "NoSchedule"},
+                              {"key": "dedicated", "effect": "NoExecute"},
+                              {"key": "gpu", "value": "true", "effect": "NoSchedule"}]) == [
+        {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
+    with pytest.raises(AnsibleFilterError, match="a taint needs key and effect"):
+        f.gpu_tolerations([{"key": "gpu"}])
+
+
+def test_tenant_quota_defaults_from_the_fleet_share():
+    cfgs = sharing({"name": "ts4", "mode": "time-slicing", "replicas": 4})
+    cap = f.gpu_capacity([node("a", "hgx-h100", config="ts4")], sharing=cfgs)
+    hard = f.gpu_tenant_quota({"name": "t", "gpu_share": 0.25, "quota": {"requests.cpu": "64", "pods": 50}}, cap)
+    assert hard == {"requests.nvidia.com/gpu": 8, "requests.cpu": "64", "pods": 50}
+    assert f.gpu_tenant_quota({"name": "t"}, cap)["requests.nvidia.com/gpu"] == 32
+
+
+def test_tenant_quota_mig_resources_and_explicit_values():
+    cap = f.gpu_capacity([node("m", "h100-mig-mixed")], mig_strategy="mixed")
+    hard = f.gpu_tenant_quota({"name": "t", "gpu_share": 0.5, "quota": {"requests.nvidia.com/mig-1g.10gb": 2}}, cap)
+    assert hard == {"requests.nvidia.com/gpu": 0, "requests.nvidia.com/mig-1g.10gb": 2,
+                    "requests.nvidia.com/mig-2g.20gb": 0, "requests.nvidia.com/mig-3g.40gb": 0}
+
+
+@pytest.mark.parametrize("tenant, message", [
+    ({"name": "t", "quota": {"requests.nvidia.com/gpu": 9}}, "tenant t quota is larger than the fleet: requests.nvidia.com/gpu=9 but the fleet has 8"),
+    ({"name": "t", "gpu_share": 1.5}, "gpu_share must be between 0 and 1"),
+    ({"name": "t", "quota": {"requests.nvidia.com/mig-1g.10gb": 1}}, "mig-1g.10gb=1 but the fleet has 0"),
+])
+def test_tenant_quota_errors(tenant, message):
+    cap = f.gpu_capacity([node("a", "hgx-h100")])
+    with pytest.raises(AnsibleFilterError, match=message):
+        f.gpu_tenant_quota(tenant, cap)
+
+
+def test_allocatable_diff_names_node_and_numbers():
+    cfgs = sharing({"name": "ts4", "mode": "time-slicing", "replicas": 4})
+    cap = f.gpu_capacity([node("a", "hgx-h100", config="ts4"), node("b", "l40s"), node("cpu", "no-gpu")], sharing=cfgs)
+    k8s = [{"metadata": {"name": "a"}, "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"}}},
+           {"metadata": {"name": "b"}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}}]
+    assert f.gpu_allocatable_diff(k8s, cap) == [
+        "node a: allocatable nvidia.com/gpu is 8, expected 32 (8 GPU(s), device-plugin config ts4)"]
+    k8s[0]["status"]["allocatable"]["nvidia.com/gpu"] = "32"
+    assert f.gpu_allocatable_diff(k8s, cap) == []
+    assert f.gpu_allocatable_diff(k8s[:1], cap) == ["node b (host b) is not in the cluster"]
+
+
+def test_tenants_plan_defaults_and_errors():
+    cap = f.gpu_capacity([node("a", "hgx-h100")])
+    tenants = [{"name": "team-a", "gpu_share": 0.5},
+               {"name": "b", "namespace": "team-b", "pod_security": "restricted", "quota": {"requests.nvidia.com/gpu": 2}}]
+    plans = f.gpu_tenants_plan(tenants, cap, default_quota={"pods": 100})
+    assert [(p["namespace"], p["pod_security"], p["quota"]) for p in plans] == [
+        ("team-a", "baseline", {"pods": 100, "requests.nvidia.com/gpu": 4}),
+        ("team-b", "restricted", {"pods": 100, "requests.nvidia.com/gpu": 2})]
+    assert plans[0]["kueue_local_queue"] == "team-a"
+    for tenants, message in [([{"name": "x", "namespace": "Bad_NS"}], "not a DNS label"),
+                             ([{"name": "x"}, {"name": "y", "namespace": "x"}], "tenants x and y share the namespace x"),
+                             ([{"name": "x", "pod_security": "loose"}], "pod_security must be one of"),
+                             ([{"name": "x", "quota": {"requests.nvidia.com/gpu": 100}}], "tenant x quota is larger than the fleet")]:
+        with pytest.raises(AnsibleFilterError, match=message):
+            f.gpu_tenants_plan(tenants, cap)
+
+
+def test_mig_plan_in_the_mig_roles_form():
+    """The mig role publishes {strategy: {valid, reason, resources}}."""
+    plan = {"single": {"valid": False, "reason": "the single strategy needs one profile on the node; the layout has 1g.10gb, 3g.40gb",
+                       "resources": {}},
+            "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1,
+                                                                   "nvidia.com/gpu": 1}}}
+    cap = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="mixed")
+    assert cap["nodes"]["m"]["resources"] == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1, "nvidia.com/gpu": 1}
+    assert cap["nodes"]["m"]["mig"] is True
+    with pytest.raises(AnsibleFilterError, match="node m: the MIG layout cannot be used with the single strategy: the single strategy needs one profile"):
+        f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="single")
+    ok = {"single": {"valid": True, "reason": None, "resources": {"nvidia.com/gpu": 14}, "profile": "1g.10gb"},
+          "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 14}}}
+    single = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=ok)], mig_strategy="single")
+    assert single["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 14} and single["nodes"]["m"]["mig"] is True
