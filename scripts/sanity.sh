@@ -19,28 +19,33 @@ for v in 3.9 3.10 3.11 3.12 3.13; do
 done
 export PATH="$pybin:$PATH"
 
-# The import test bootstraps pip with a downloaded get-pip script, which fails
-# offline: seed ansible-test's cache with a stand-in that uses ensurepip.
+# The import test bootstraps pip in each new venv with a downloaded get-pip
+# script, which fails offline. Seed ansible-test's cache with a stand-in that
+# bootstraps from ensurepip and installs the pinned pip from a wheel fetched
+# here: the pip bundled with some Pythons (3.12.1: pip 23.2) cannot reach the
+# index through this network's TLS proxy, while the venv's own pip can.
 pip_version=$(python - <<'PY'
 import re, ansible_test, pathlib
 src = pathlib.Path(ansible_test.__file__).parent / "_internal" / "python_requirements.py"
 print(re.search(r"pip='([^']+)'", src.read_text()).group(1))
 PY
 )
+pip_wheels="$CACHE/pip-wheels"
+ls "$pip_wheels/pip-$pip_version-"*.whl >/dev/null 2>&1 ||
+  python -m pip download -q --no-deps --only-binary=:all: -d "$pip_wheels" "pip==$pip_version"
 getpip="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
-if [ ! -f "$getpip" ]; then
-  mkdir -p "$(dirname "$getpip")"
-  cat >"$getpip" <<'PY'
-"""Offline stand-in for get-pip.py: bootstrap pip from ensurepip, then install what was asked."""
+mkdir -p "$(dirname "$getpip")"
+# Rewritten on every run: it names this checkout's wheel folder.
+cat >"$getpip" <<PY
+"""Offline stand-in for get-pip.py, written by gpuops.platform's scripts/sanity.sh."""
 import ensurepip
 import subprocess
 import sys
 
 ensurepip.bootstrap(upgrade=True)
 args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
-sys.exit(subprocess.call([sys.executable, "-m", "pip", "install"] + args))
+sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", "$pip_wheels"] + args))
 PY
-fi
 
 # Outside any git work tree: inside one, ansible-test would list files with git
 # and find none under an ignored folder.

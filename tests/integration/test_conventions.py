@@ -24,7 +24,10 @@ def test_role_variables_are_prefixed_and_specified(role):
     base = ROOT / "roles" / role
     defaults = _load(base / "defaults" / "main.yml") or {}
     options = (_load(base / "meta" / "argument_specs.yml") or {}).get("argument_specs", {}).get("main", {}).get("options", {}) or {}
-    unprefixed = [k for k in list(defaults) + list(options) if not k.startswith(role + "_")]
-    assert unprefixed == [], "%s: variables must start with %s_" % (role, role)
+    unprefixed = [k for k in defaults if not k.startswith(role + "_")]
+    assert unprefixed == [], "%s: defaults must start with %s_" % (role, role)
+    # A role may also document the platform-wide gpuops_* settings it reads.
+    foreign = [k for k in options if not k.startswith((role + "_", "gpuops_"))]
+    assert foreign == [], "%s: options must start with %s_ or gpuops_" % (role, role)
     undocumented = sorted(set(defaults) - set(options))
     assert undocumented == [], "%s: defaults missing from argument_specs" % role
