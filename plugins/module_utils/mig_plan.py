@@ -37,7 +37,7 @@ def _existing(gpu):
         placement = first.get("placement") or {}
         name = mig_profiles.strip_ci_prefix(first.get("profile"))
         # a GI is a plain layout member only with exactly one full-size compute instance
-        clean = len(cis) == 1 and first.get("profile") == name
+        clean = len(cis) == 1 and first.get("profile") == name and first.get("compute_instance_id") is not None
         instances.append({"gpu_instance_id": gi, "profile": name, "start": placement.get("start"),
                           "size": placement.get("size"), "clean": clean,
                           "uuids": [c.get("uuid") for c in cis if c.get("uuid")]})
@@ -100,7 +100,10 @@ def plan_gpu(gpu, entry, family, config_name, offline):
                        "facts), so its layout cannot be validated offline; plan against the live node"
                        % plan["device_id"])
             else:
-                why = "NVML reports no MIG GPU instance profiles for device id %s" % plan["device_id"]
+                why = ("device id %s is not in the MIG profile table and NVML lists its MIG profiles only while "
+                       "MIG mode is enabled; apply a config that enables MIG with no mig-devices first, then "
+                       "this layout" % plan["device_id"]) if current != ENABLED else (
+                    "NVML reports no MIG GPU instance profiles for device id %s" % plan["device_id"])
             return plan, ["%s: %s" % (where, why)]
         problems = ["%s: %s" % (where, p) for p in mig_profiles.check_layout(family, entry.mig_devices)]
         if problems:
@@ -120,9 +123,7 @@ def plan_gpu(gpu, entry, family, config_name, offline):
         kept_ids = set(kept_ids or [])
         keep = [i for i in existing if i["gpu_instance_id"] in kept_ids]
         destroy = [i for i in existing if i["gpu_instance_id"] not in kept_ids]
-        create = [{"profile": n, "start": s, "size": family.profiles[n].memory_slices,
-                   "gi_profile_id": family.profiles[n].gi_profile_id,
-                   "ci_profile_id": family.profiles[n].ci_profile_id} for n, s in placed or []]
+        create = [{"profile": n, "start": s, "size": family.profiles[n].memory_slices} for n, s in placed or []]
     plan["keep"] = [_public(i) for i in keep]
     plan["destroy"] = [_public(i) for i in destroy]
     plan["create"] = create

@@ -31,9 +31,10 @@ class Profile(object):
     """One GPU instance profile on one GPU family."""
 
     def __init__(self, name, gi_profile_id, compute_slices, memory_slices, max_count, starts,
-                 memory_mib=None):
+                 memory_mib=None, nvml_id=None):
         self.name = name
-        self.gi_profile_id = gi_profile_id
+        self.gi_profile_id = gi_profile_id  # NVML_GPU_INSTANCE_PROFILE_* (the profile index)
+        self.nvml_id = nvml_id              # the id NVML creates instances with (profile info .id)
         self.ci_profile_id = CI_PROFILE_BY_SLICES.get(compute_slices, CI_1_SLICE)
         self.compute_slices = compute_slices
         self.memory_slices = memory_slices
@@ -303,7 +304,8 @@ def family_from_nvml(nvml, handle, label, placements_of):
             continue
         size = placements[0][1]
         profiles.append(Profile(name, profile_id, int(info.sliceCount), int(size), int(info.instanceCount),
-                                sorted(s for s, _z in placements), memory_mib=int(info.memorySizeMB)))
+                                sorted(s for s, _z in placements), memory_mib=int(info.memorySizeMB),
+                                nvml_id=int(info.id)))
         compute = max(compute, int(info.sliceCount))
         memory = max([memory] + [s + z for s, z in placements])
     if not profiles:

@@ -72,8 +72,8 @@ def test_enable_from_disabled_plans_mode_reset_and_creates():
     result = run(facts(gpu(0)), config(mig_enabled=True, mig_devices={"3g.40gb": 1, "1g.10gb": 4}))
     gp = result["gpus"][0]
     assert gp["set_mode"] and gp["reset_required"] and gp["destroy"] == []
-    assert [(c["profile"], c["start"], c["gi_profile_id"]) for c in gp["create"]] == [
-        ("3g.40gb", 4, 2), ("1g.10gb", 0, 0), ("1g.10gb", 1, 0), ("1g.10gb", 2, 0), ("1g.10gb", 3, 0)]
+    assert gp["create"] == [{"profile": "3g.40gb", "start": 4, "size": 4}] + [
+        {"profile": "1g.10gb", "start": s, "size": 1} for s in range(4)]
     assert result["changed"]
 
 
