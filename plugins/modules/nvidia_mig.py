@@ -205,6 +205,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply, mig_config, mig_plan
+from ansible_collections.gpuops.platform.plugins.module_utils import nvml as nvml_utils
 
 try:
     import pynvml
@@ -369,7 +370,10 @@ def main():
 
     facts = params["facts"]
     if params["facts_file"]:
-        facts = _read_document(module, params["facts_file"], "facts file")
+        try:
+            facts = nvml_utils.load_replay(params["facts_file"])
+        except nvml_utils.ReplayError as exc:
+            module.fail_json(msg=str(exc))
     if facts is not None:
         facts = _unwrap_facts(facts)
         if not isinstance(facts, dict) or "gpus" not in facts:

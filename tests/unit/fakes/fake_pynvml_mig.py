@@ -186,8 +186,9 @@ class FakeMigNvml(FakeNvml):
     # -- compute instances ---------------------------------------------------
 
     @nvml_api
-    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gpuInstance, profile, engProfile, version=2):
-        handle = self._gi_handle(gpuInstance)
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, device, profile, engProfile, version=2):
+        # pynvml names the GPU instance handle "device" here
+        handle = self._gi_handle(device)
         gi_profile = self._index_of(handle.gpu.mig, handle.gpu_instance.profile_id)[1]
         if profile not in CI_SLICES or engProfile != _real.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED:
             raise _error(_real.NVML_ERROR_INVALID_ARGUMENT)
