@@ -38,6 +38,21 @@ class ResetBlocked(Exception):
     """The GPU reset was refused (clients still hold the GPU, or reset is not possible)."""
 
 
+# nvmlErrorString texts of the codes MIG changes meet, for when the library cannot be asked
+# (pynvml then prints only "NVML Error with code N").
+_ERROR_TEXT = {
+    16: "GPU requires restart", 19: "In use by another client", 23: "Insufficient Resources",
+}
+
+
+def error_text(exc):
+    text = str(exc)
+    code = getattr(exc, "value", None)
+    if text.startswith("NVML Error with code") and code in _ERROR_TEXT:
+        return _ERROR_TEXT[code]
+    return text
+
+
 def _text(value):
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
@@ -188,7 +203,7 @@ class NvmlMig(object):
             nvml.nvmlGpuInstanceDestroy(gi["handle"])
         except nvml.NVMLError as exc:
             raise MigApplyError("GPU %s: destroying GPU instance %s (%s at %s) failed: %s; stop the processes "
-                                "using it" % (index, gi_id, gi["profile"], gi["start"], exc), actions)
+                                "using it" % (index, gi_id, gi["profile"], gi["start"], error_text(exc)), actions)
         actions.append("GPU %s: destroyed %s at %d (GPU instance %d)" % (index, gi["profile"], gi["start"], gi_id))
 
     def _create(self, handle, item, family, actions, index):
@@ -202,7 +217,8 @@ class NvmlMig(object):
                 gi, profile.ci_profile_id, nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
             nvml.nvmlGpuInstanceCreateComputeInstance(gi, int(ci_info.id))
         except nvml.NVMLError as exc:
-            raise MigApplyError("GPU %s: creating %s at %d failed: %s" % (index, item["profile"], item["start"], exc),
+            raise MigApplyError("GPU %s: creating %s at %d failed: %s" % (index, item["profile"], item["start"],
+                                                                         error_text(exc)),
                                 actions)
         actions.append("GPU %s: created %s at %d" % (index, item["profile"], item["start"]))
 
@@ -229,7 +245,7 @@ class NvmlMig(object):
             try:
                 nvml.nvmlDeviceSetMigMode(handle, mode)
             except nvml.NVMLError as exc:
-                raise MigApplyError("GPU %s: setting MIG mode %s failed: %s" % (index, wanted, exc), actions)
+                raise MigApplyError("GPU %s: setting MIG mode %s failed: %s" % (index, wanted, error_text(exc)), actions)
             actions.append("GPU %s: MIG mode set to %s" % (index, wanted))
         current, _pending = self.mig_mode(handle)
         if current != wanted:
@@ -246,9 +262,32 @@ class NvmlMig(object):
             if current != wanted:
                 return actions, "%s; it is still %s after the reset; reboot the node" % (why, current)
         if wanted == "enabled":
-            for item in gpu_plan["create"]:
+            create = gpu_plan["create"]
+            if family is None or family.source != "nvml":
+                # planned from the table while MIG was off: NVML lists profiles only now
+                family, create = self._live_creates(handle, gpu_plan, family, actions, index)
+            for item in create:
                 self._create(handle, item, family, actions, index)
         return actions, None
+
+    def _live_creates(self, handle, gpu_plan, family, actions, index):
+        """Re-check a table-based plan against the GPU's own rules and place it with them."""
+        live = self.rules(handle, family.name if family is not None else "GPU %s" % index)
+        if live is None:
+            raise MigApplyError("GPU %s: NVML lists no MIG profiles although MIG mode is enabled" % index, actions)
+        layout = dict(gpu_plan["after"]["layout"])
+        problems = mig_profiles.check_layout(live, layout)
+        if problems:
+            raise MigApplyError("GPU %s: the driver's MIG rules reject the layout: %s" % (index, "; ".join(problems)),
+                                actions)
+        kept = [(i["profile"], i["start"]) for i in gpu_plan["keep"]]
+        for name, _start in kept:
+            layout[name] -= 1
+        placed = mig_profiles.find_placements(live, dict((k, v) for k, v in layout.items() if v > 0), kept)
+        if placed is None:
+            raise MigApplyError("GPU %s: the driver's placements do not fit the layout around the kept instances"
+                                % index, actions)
+        return live, [{"profile": n, "start": s, "size": live.profiles[n].memory_slices} for n, s in placed]
 
 
 def verify(facts, entries, config_name, rules_for, mig):
