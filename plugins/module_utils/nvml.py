@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """NVIDIA GPU facts through NVML: the collector behind gpuops.platform.nvml_facts.
 
 Pure Python over the ``pynvml`` module object (nvidia-ml-py), passed in by the
@@ -15,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ctypes
 import glob
 import json
 import re
@@ -52,17 +55,20 @@ class _GpuLost(Exception):
     pass
 
 
+END = object()  # query() result when the call raised one of the caller's "end" errors
+
+
 # ---------------------------------------------------------------------------
 # Versions outside NVML
 # ---------------------------------------------------------------------------
 
-def read_kernel_module_version(paths=KERNEL_MODULE_VERSION_PATHS):
+def read_kernel_module_version(paths=None):
     """The version of the loaded nvidia kernel module, or None when none is loaded.
 
     /sys/module/nvidia/version holds just the version; /proc/driver/nvidia/version
     holds "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  570.172.08 ...".
     """
-    for path in paths:
+    for path in KERNEL_MODULE_VERSION_PATHS if paths is None else paths:
         try:
             with open(path) as handle:
                 text = handle.read()
@@ -74,10 +80,10 @@ def read_kernel_module_version(paths=KERNEL_MODULE_VERSION_PATHS):
     return None
 
 
-def read_userspace_library_version(globs=USERSPACE_LIBRARY_GLOBS):
+def read_userspace_library_version(globs=None):
     """The version in the installed libnvidia-ml.so.<version> file name, or None."""
     versions = set()
-    for pattern in globs:
+    for pattern in USERSPACE_LIBRARY_GLOBS if globs is None else globs:
         for path in glob.glob(pattern):
             match = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
             if match:
@@ -153,12 +159,22 @@ class _Collector(object):
             for name in dir(nvml)
             if name.startswith("NVML_DEVICE_ARCH_") and name != "NVML_DEVICE_ARCH_UNKNOWN")
 
-    def query(self, errors, function, *args):
-        """Call one NVML function; NotSupported is None, other errors are noted and None."""
+    def query(self, errors, function, *args, **options):
+        """Call one NVML function and map its errors.
+
+        NotSupported is None; exceptions in ``options["end"]`` return END (the caller's
+        "no more links / free slot" signal); GpuIsLost and Uninitialized stop the GPU or
+        the run; any other NVML error is noted in ``errors`` and is None.
+        """
         nvml = self.nvml
         try:
             return getattr(nvml, function)(*args)
-        except nvml.NVMLError_NotSupported:
+        except options.get("end", ()):
+            return END
+        except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound,
+                getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_NotSupported)):
+            # FunctionNotFound (NVMLLibraryMismatchError where pynvml wraps it): a driver
+            # older than the query, so not supported.
             return None
         except nvml.NVMLError_GpuIsLost:
             raise _GpuLost()
@@ -167,7 +183,8 @@ class _Collector(object):
                 "NVML reported Uninitialized during %s: the NVIDIA driver was unloaded or "
                 "reset while facts were gathered; run the task again" % function)
         except nvml.NVMLError as err:
-            errors.append("%s: %s" % (function, err))
+            label = function + ("(%s)" % ", ".join(str(a) for a in args[1:]) if options.get("args_in_label") else "")
+            errors.append("%s: %s" % (label, err))
             return None
 
     def system(self, facts):
@@ -182,18 +199,10 @@ class _Collector(object):
     def gpu(self, index):
         gpu = _blank_gpu(index)
         try:
-            handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
-        except self.nvml.NVMLError_GpuIsLost:
-            gpu["lost"] = True
-            return gpu
-        except self.nvml.NVMLError_Uninitialized:
-            raise NvmlCollectError("NVML reported Uninitialized while opening GPU %d" % index)
-        except self.nvml.NVMLError as err:
-            # NoPermission (GPU hidden by cgroups), InsufficientPower, ...: nothing more to ask.
-            gpu["errors"].append("nvmlDeviceGetHandleByIndex: %s" % err)
-            return gpu
-        try:
-            self._fill(gpu, handle)
+            # NoPermission (GPU hidden by cgroups), InsufficientPower...: nothing more to ask.
+            handle = self.query(gpu["errors"], "nvmlDeviceGetHandleByIndex", index)
+            if handle is not None:
+                self._fill(gpu, handle)
         except _GpuLost:
             gpu["lost"] = True
         return gpu
@@ -243,19 +252,11 @@ class _Collector(object):
     def _temperature(self, err, h):
         nvml = self.nvml
         if hasattr(nvml, "nvmlDeviceGetTemperatureV"):
-            try:
-                return nvml.nvmlDeviceGetTemperatureV(h, nvml.NVML_TEMPERATURE_GPU)
-            except nvml.NVMLError_FunctionNotFound:
-                pass    # driver older than the binding: use the v1 call below
-            except nvml.NVMLError_NotSupported:
-                return None
-            except nvml.NVMLError_GpuIsLost:
-                raise _GpuLost()
-            except nvml.NVMLError_Uninitialized:
-                raise NvmlCollectError("NVML reported Uninitialized during nvmlDeviceGetTemperatureV")
-            except nvml.NVMLError as error:
-                err.append("nvmlDeviceGetTemperatureV: %s" % error)
-                return None
+            temp = self.query(err, "nvmlDeviceGetTemperatureV", h, nvml.NVML_TEMPERATURE_GPU,
+                              end=(nvml.NVMLError_FunctionNotFound,))
+            if temp is not END:
+                return temp
+        # A driver older than the binding has no nvmlDeviceGetTemperatureV.
         return self.query(err, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU)
 
     def _clocks(self, err, h):
@@ -298,21 +299,17 @@ class _Collector(object):
         nvml = self.nvml
         links = []
         for link in range(nvml.NVML_NVLINK_MAX_LINKS):
-            try:
-                state = nvml.nvmlDeviceGetNvLinkState(h, link)
-            except (nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument):
-                break   # no NVLink, or past the last link of this GPU
-            except nvml.NVMLError_GpuIsLost:
-                raise _GpuLost()
-            except nvml.NVMLError as error:
-                err.append("nvmlDeviceGetNvLinkState(%d): %s" % (link, error))
+            # NotSupported: no NVLink; InvalidArgument: past this GPU's last link.
+            state = self.query(err, "nvmlDeviceGetNvLinkState", h, link, args_in_label=True,
+                               end=(nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument))
+            if state is END or state is None:
                 break
             entry = {"link": link, "active": state == nvml.NVML_FEATURE_ENABLED,
                      "remote_type": None, "remote_bus_id": None}
             if entry["active"]:
-                remote = self.query(err, "nvmlDeviceGetNvLinkRemoteDeviceType", h, link)
+                remote = self.query(err, "nvmlDeviceGetNvLinkRemoteDeviceType", h, link, args_in_label=True)
                 entry["remote_type"] = _NVLINK_REMOTE.get(remote, "unknown") if remote is not None else None
-                pci = self.query(err, "nvmlDeviceGetNvLinkRemotePciInfo", h, link)
+                pci = self.query(err, "nvmlDeviceGetNvLinkRemotePciInfo", h, link, args_in_label=True)
                 entry["remote_bus_id"] = _text(pci.busId) if pci is not None else None
             links.append(entry)
         return links
@@ -320,7 +317,7 @@ class _Collector(object):
     def _fabric(self, err, h):
         nvml = self.nvml
         info = nvml.c_nvmlGpuFabricInfoV_t()
-        if self.query(err, "nvmlDeviceGetGpuFabricInfoV", h, info) is None:
+        if self.query(err, "nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(info)) is None:
             return None
         if info.state == nvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
             return None
@@ -348,14 +345,10 @@ class _Collector(object):
         profiles = _ProfileNames(self, err, h)
         instances = {}
         for index in range(q(err, "nvmlDeviceGetMaxMigDeviceCount", h) or 0):
-            try:
-                mig_handle = nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, index)
-            except nvml.NVMLError_NotFound:
-                continue    # a free slot: NVML numbers MIG devices up to the maximum
-            except nvml.NVMLError_GpuIsLost:
-                raise _GpuLost()
-            except nvml.NVMLError as error:
-                err.append("nvmlDeviceGetMigDeviceHandleByIndex(%d): %s" % (index, error))
+            # NotFound: a free slot, NVML numbers MIG devices up to the maximum.
+            mig_handle = q(err, "nvmlDeviceGetMigDeviceHandleByIndex", h, index, args_in_label=True,
+                           end=(nvml.NVMLError_NotFound,))
+            if mig_handle is END or mig_handle is None:
                 continue
             gi_id = q(err, "nvmlDeviceGetGpuInstanceId", mig_handle)
             device = {"index": index, "gpu_instance_id": gi_id,
@@ -371,12 +364,25 @@ class _Collector(object):
                 device["memory_total_mib"] = attrs.memorySizeMB
             if info is not None:
                 device["placement"] = {"start": info.placement.start, "size": info.placement.size}
-                name = profiles.name(info.profileId)
-                if name and attrs is not None and attrs.computeInstanceSliceCount != attrs.gpuInstanceSliceCount:
-                    name = "%dc.%s" % (attrs.computeInstanceSliceCount, name)
-                device["profile"] = name
+            device["profile"] = self._mig_profile(err, mig_handle, info, attrs, profiles)
             mig["devices"].append(device)
         return mig
+
+    def _mig_profile(self, err, mig_handle, info, attrs, profiles):
+        """The profile of a MIG device: 1g.18gb, or 1c.2g.35gb for a smaller compute instance.
+
+        NVML names a MIG device "<GPU name> MIG <profile>", readable without privileges;
+        the GPU instance profile table is the fallback for a name without it.
+        """
+        name = _text(self.query(err, "nvmlDeviceGetName", mig_handle)) or ""
+        if " MIG " in name:
+            return name.split(" MIG ", 1)[1].strip()
+        if info is None:
+            return None
+        profile = profiles.name(info.profileId)
+        if profile and attrs is not None and attrs.computeInstanceSliceCount != attrs.gpuInstanceSliceCount:
+            profile = "%dc.%s" % (attrs.computeInstanceSliceCount, profile)
+        return profile
 
 
 class _ProfileNames(object):
@@ -391,21 +397,17 @@ class _ProfileNames(object):
         nvml = self.collector.nvml
         while profile_id not in self.names and self.next_index < nvml.NVML_GPU_INSTANCE_PROFILE_COUNT:
             index, self.next_index = self.next_index, self.next_index + 1
-            try:
-                info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(self.handle, index)
-            except (nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument):
-                continue    # profile not offered by this GPU
-            except nvml.NVMLError_GpuIsLost:
-                raise _GpuLost()
-            except nvml.NVMLError as error:
-                self.errors.append("nvmlDeviceGetGpuInstanceProfileInfo(%d): %s" % (index, error))
+            # NotSupported / InvalidArgument: a profile this GPU does not offer.
+            info = self.collector.query(self.errors, "nvmlDeviceGetGpuInstanceProfileInfo", self.handle, index,
+                                        args_in_label=True,
+                                        end=(nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument))
+            if info is END or info is None:
                 continue
             self.names.setdefault(info.id, _text(info.name).replace("MIG ", "", 1))
         return self.names.get(profile_id)
 
 
-def collect(nvml, kernel_module_paths=KERNEL_MODULE_VERSION_PATHS,
-            library_globs=USERSPACE_LIBRARY_GLOBS, temperature_warning_c=None):
+def collect(nvml, kernel_module_paths=None, library_globs=None, temperature_warning_c=None):
     """Gather ``ansible_facts.nvidia`` through ``nvml`` (the pynvml module or a fake).
 
     Raises NvmlCollectError when NVML breaks mid-way; every expected absence (no
@@ -461,11 +463,16 @@ def _init_failure(nvml, err, kernel_version, library_globs):
     if value == nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
         return empty_facts("libnvidia-ml.so.1 not found: the NVIDIA driver is not installed")
     if value == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
-        return empty_facts("the NVIDIA kernel module is not loaded (no GPU, or the driver was "
-                           "installed without loading it: modprobe nvidia or reboot)")
+        facts = empty_facts("the NVIDIA kernel module is not loaded (no GPU, or the driver was "
+                            "installed without loading it: modprobe nvidia or reboot)")
+        # Which user-space driver is installed still helps plan the next step.
+        facts["driver_version"] = read_userspace_library_version(library_globs)
+        return facts
     if value == nvml.NVML_ERROR_NO_PERMISSION:
-        return empty_facts("no permission to use the NVIDIA devices (/dev/nvidia*): "
-                           "run the task with become: true")
+        facts = empty_facts("no permission to use the NVIDIA devices (/dev/nvidia*): "
+                            "run the task with become: true")
+        facts["driver_version"] = read_userspace_library_version(library_globs)
+        return facts
     if value == nvml.NVML_ERROR_GPU_NOT_FOUND:
         return empty_facts("NVML found no NVIDIA GPU on this host")
     return empty_facts("NVML initialisation failed: %s (NVML error %s)" % (err, value))

@@ -1,7 +1,9 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -31,7 +33,7 @@ description:
   - With O(replay_file), returns recorded facts instead of asking NVML, so plans can be made
     offline from a fleet's recorded facts.
 author:
-  - gpuops.platform maintainers
+  - gpuops.platform maintainers (@gpuops)
 requirements:
   - nvidia-ml-py (the C(pynvml) module) on the managed node, unless O(replay_file) is used.
   - The NVIDIA driver (C(libnvidia-ml.so.1)) for facts of real GPUs.

@@ -97,3 +97,15 @@ def test_no_gpu_node_and_every_catalogue_node_builds():
     nvml = FakeNvml(NODES["no-gpu"]())
     with pytest.raises(pynvml.NVMLError_LibraryNotFound):
         nvml.nvmlInit()
+
+
+def test_fabric_info_must_be_passed_by_reference():
+    import ctypes
+    nvml = FakeNvml(hgx_h100())
+    nvml.nvmlInit()
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    info = pynvml.c_nvmlGpuFabricInfoV_t()
+    with pytest.raises(TypeError, match="byref"):
+        nvml.nvmlDeviceGetGpuFabricInfoV(handle, info)
+    assert nvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info)) == pynvml.NVML_SUCCESS
+    assert info.state == pynvml.NVML_GPU_FABRIC_STATE_COMPLETED and info.cliqueId == 32766

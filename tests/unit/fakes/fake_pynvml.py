@@ -60,7 +60,12 @@ take a Python list for the handle array and a ``c_uint`` (or ``byref`` of one).
 Extending (MIG mutation, another module): subclass ``FakeNvml`` and add methods
 decorated with ``@nvml_api``; they get call counting, init checks, lost-GPU and
 injected-failure handling for free. Change state through the model classes above
-and the read side (this file) reports it.
+and the read side (this file) reports it. Helpers meant for such subclasses, kept
+stable: ``_error(code)`` (the NVMLError subclass instance for a code),
+``_deref(ref)`` (a c_uint given directly or through byref), and the handle checks
+``FakeNvml._gpu``, ``_physical`` (refuses MIG handles), ``_mig`` (the FakeMig,
+NotSupported when absent or disabled), ``_mig_handle`` and ``_gi_handle``.
+``nvml_functions(cls)`` lists the NVML functions a fake class models.
 """
 
 import ctypes
@@ -246,8 +251,8 @@ class MigDeviceHandle(DeviceHandle):
         self.compute_instance = compute_instance
 
     def __repr__(self):
-        return "<MigDeviceHandle gpu=%d gi=%d ci=%d>" % (self.gpu.index, self.gpu_instance.id,
-                                                          self.compute_instance.id)
+        return "<MigDeviceHandle gpu=%d gi=%d ci=%d>" % (
+            self.gpu.index, self.gpu_instance.id, self.compute_instance.id)
 
 
 class GpuInstanceHandle(object):
@@ -267,6 +272,9 @@ class ComputeInstanceHandle(object):
 # The API
 # ---------------------------------------------------------------------------
 
+# Wrapped in pynvml by @throwOnVersionMismatch.
+_THROW_ON_VERSION_MISMATCH = frozenset(["nvmlDeviceGetComputeRunningProcesses"])
+
 # Calls that work without nvmlInit, as in NVML.
 _NO_INIT_NEEDED = frozenset(["nvmlInit", "nvmlInitWithFlags", "nvmlErrorString"])
 
@@ -283,6 +291,8 @@ def nvml_api(func):
     @functools.wraps(func)
     def wrapper(self, *args, **kwargs):
         gpu = getattr(args[0], "gpu", None) if args else None
+        if name == "nvmlDeviceGetHandleByIndex" and args and 0 <= args[0] < len(self.node.gpus):
+            gpu = self.node.gpus[args[0]]   # NVML checks the GPU as it hands out the handle
         self.calls[name] += 1
         if gpu is not None:
             self.calls_by_gpu[(name, gpu.index)] += 1
@@ -290,7 +300,12 @@ def nvml_api(func):
             raise _error(_real.NVML_ERROR_UNINITIALIZED)
         for key in ((name, None), (name, gpu.index if gpu is not None else None)):
             if key in self.failures:
-                raise _error(self.failures[key])
+                code = self.failures[key]
+                if code == _real.NVML_ERROR_FUNCTION_NOT_FOUND and name in _THROW_ON_VERSION_MISMATCH:
+                    # pynvml's @throwOnVersionMismatch turns this one into a non-NVMLError.
+                    raise _real.NVMLLibraryMismatchError(
+                        "Unversioned function called and the pyNVML version does not match the NVML lib version.")
+                raise _error(code)
         if gpu is not None:
             if gpu.lost:
                 raise _error(_real.NVML_ERROR_GPU_IS_LOST)
@@ -427,13 +442,7 @@ class FakeNvml(_Constants):
     def nvmlDeviceGetHandleByIndex(self, index):
         if not 0 <= index < len(self.node.gpus):
             raise _error(_real.NVML_ERROR_INVALID_ARGUMENT)
-        gpu = self.node.gpus[index]
-        # NVML checks the GPU when it hands out the handle.
-        if gpu.lost:
-            raise _error(_real.NVML_ERROR_GPU_IS_LOST)
-        if ("nvmlDeviceGetHandleByIndex", index) in self.failures:
-            raise _error(self.failures[("nvmlDeviceGetHandleByIndex", index)])
-        return DeviceHandle(gpu)
+        return DeviceHandle(self.node.gpus[index])
 
     @nvml_api
     def nvmlDeviceGetHandleByUUID(self, uuid):
@@ -647,6 +656,10 @@ class FakeNvml(_Constants):
 
     @staticmethod
     def _fill_fabric(fabric, info):
+        # The binding hands the argument to C as is: a struct passed by value instead of
+        # ctypes.byref(struct) is a caller bug that real NVML would not survive.
+        if not hasattr(info, "_obj"):
+            raise TypeError("nvmlDeviceGetGpuFabricInfo(V) needs ctypes.byref(<c_nvmlGpuFabricInfo*_t>)")
         info = _deref(info)
         raw = bytes(bytearray.fromhex(fabric.cluster_uuid.replace("-", "")))
         for i, byte in enumerate(raw[:_real.NVML_GPU_FABRIC_UUID_LEN]):
