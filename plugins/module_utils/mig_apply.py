@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """Read and change MIG state through NVML (the ``pynvml`` module, passed in).
 
 Order of work on one GPU, so that nothing is lost that could have stayed:
@@ -217,9 +219,8 @@ class NvmlMig(object):
                 gi, profile.ci_profile_id, nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
             nvml.nvmlGpuInstanceCreateComputeInstance(gi, int(ci_info.id))
         except nvml.NVMLError as exc:
-            raise MigApplyError("GPU %s: creating %s at %d failed: %s" % (index, item["profile"], item["start"],
-                                                                         error_text(exc)),
-                                actions)
+            raise MigApplyError("GPU %s: creating %s at %d failed: %s"
+                                % (index, item["profile"], item["start"], error_text(exc)), actions)
         actions.append("GPU %s: created %s at %d" % (index, item["profile"], item["start"]))
 
     def apply_gpu(self, index, gpu_plan, family, allow_reset, clients_stopped, reset):
@@ -233,8 +234,8 @@ class NvmlMig(object):
         if pids and not clients_stopped:
             raise MigApplyError(
                 "GPU %s runs %d compute process(es) (pid %s); MIG changes would break them. Drain the node and "
-                "stop the GPU clients, then run with clients_stopped=true" % (index, len(pids),
-                                                                               ", ".join(str(p) for p in pids)))
+                "stop the GPU clients, then run with clients_stopped=true"
+                % (index, len(pids), ", ".join(str(p) for p in pids)))
         wanted = gpu_plan["mode"]["wanted"]
         if gpu_plan["destroy"]:
             instances = self.gpu_instances(handle)

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """Validate a mig-parted config against a node's GPUs and plan the change.
 
 Input is the ``nvml_facts`` schema (live or replayed), so a whole fleet can be
@@ -127,8 +129,8 @@ def plan_gpu(gpu, entry, family, config_name, offline):
     plan["keep"] = [_public(i) for i in keep]
     plan["destroy"] = [_public(i) for i in destroy]
     plan["create"] = create
-    after_instances = sorted([_public(i) for i in keep] + [dict((k, c[k]) for k in ("profile", "start", "size"))
-                                                          for c in create],
+    created = [dict((k, c[k]) for k in ("profile", "start", "size")) for c in create]
+    after_instances = sorted([_public(i) for i in keep] + created,
                              key=lambda i: (i["start"] is None, i["start"], i["profile"]))
     plan["after"] = {"mig": wanted, "layout": _counts(after_instances) if wanted == ENABLED else {},
                      "instances": after_instances if wanted == ENABLED else []}

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """MIG hardware rules: profiles, limits and placements per GPU family.
 
 The tables follow NVIDIA's MIG user guide. Placements are in memory slices
@@ -52,8 +54,8 @@ class Profile(object):
     def to_dict(self):
         return {"name": self.name, "gi_profile_id": self.gi_profile_id,
                 "compute_slices": self.compute_slices, "memory_slices": self.memory_slices,
-                "max_count": self.max_count, "placements": [{"start": s, "size": self.memory_slices}
-                                                             for s in self.starts]}
+                "max_count": self.max_count,
+                "placements": [{"start": s, "size": self.memory_slices} for s in self.starts]}
 
 
 class Family(object):

@@ -1,7 +1,9 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,7 +16,7 @@ short_description: Validate, plan and apply NVIDIA MIG layouts declared in the m
 version_added: "0.1.0"
 description:
   - Declares the Multi-Instance GPU layout of a node's GPUs with a configuration in NVIDIA mig-parted's
-    C(version: v1) format, so existing mig-parted files work unchanged.
+    format (C(version) v1), so existing mig-parted files work unchanged.
   - Every entry is validated against each selected GPU's profile, limit and placement rules before anything
     is touched, and all problems are reported together, each naming the config, GPU index and model,
     profile and reason. Nothing is changed when anything is invalid.
@@ -32,7 +34,7 @@ description:
     placements with one full compute instance each, then read the GPUs back and fail unless the layout
     matches and every instance is a visible MIG device.
 author:
-  - gpuops.platform maintainers
+  - gpuops.platform maintainers (@gpuops)
 requirements:
   - nvidia-ml-py (pynvml) on the node, for live discovery and apply.
   - C(nvidia-smi) on the node, to reset a GPU when a MIG mode change is pending.
