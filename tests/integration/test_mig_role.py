@@ -43,13 +43,13 @@ class Site(object):
             path.chmod(0o755)
         self.hosts = {}
 
-    def node(self, name, model, units=UNITS, processes=()):
+    def node(self, name, model, units=None, processes=()):
         state = self.root / name
         state.mkdir()
         for gpu in model.gpus:
             gpu.processes = list(processes)
         (state / "node.pickle").write_bytes(pickle.dumps(model))
-        (state / "units.json").write_text(json.dumps(units))
+        (state / "units.json").write_text(json.dumps(UNITS if units is None else units))
         python = state / "python"
         python.write_text('#!/bin/sh\nMIG_FAKE_STATE=%s\nexport MIG_FAKE_STATE\nexec %s "$@"\n' % (state, sys.executable))
         python.chmod(0o755)
@@ -61,10 +61,10 @@ class Site(object):
     def units(self, name):
         return json.loads((self.root / name / "units.json").read_text())
 
-    def play(self, config_name, extra=(), config=MIXED, **hostvars):
+    def play(self, config_name, extra=(), config=None, **hostvars):
         inventory = {"all": {
             "vars": dict({"ansible_connection": "local", "mig_become": False, "mig_config_name": config_name,
-                          "mig_config": config}, **hostvars),
+                          "mig_config": config or MIXED}, **hostvars),
             "children": {
                 "gpu_nodes": {"hosts": dict((h, {"ansible_python_interpreter": p}) for h, p in self.hosts.items())},
                 "k8s_control": {"hosts": {"control": {"ansible_python_interpreter": sys.executable}}},
@@ -75,7 +75,7 @@ class Site(object):
             events.unlink()
         env = dict(os.environ)
         env.update({
-            "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(STUBS / "collections"),
+            "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(STUBS / "k8s"),
                                                          str(self.repo_root / ".cache" / "src"),
                                                          str(self.repo_root / "collections")]),
             "PYTHONPATH": os.pathsep.join([str(STUBS / "python"), str(self.repo_root / "tests" / "unit")]),
@@ -88,7 +88,7 @@ class Site(object):
             [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(self.root / "inventory.json"),
              str(self.repo_root / "playbooks" / "mig.yml")] + list(extra),
             cwd=str(self.repo_root), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            universal_newlines=True, timeout=600)
+            universal_newlines=True, timeout=600, check=False)
         lines = events.read_text().splitlines() if events.exists() else []
         return proc, [json.loads(line) for line in lines]
 
@@ -101,8 +101,8 @@ def effects(events):
         if kind == "k8s_drain":
             out.append("%s %s" % (e["args"]["state"], e["args"]["name"]))
         elif kind == "k8s":
-            out.append("label %s %s" % (e["args"]["name"], json.dumps(e["args"]["definition"]["metadata"]["labels"],
-                                                                     sort_keys=True)))
+            labels = e["args"]["definition"]["metadata"]["labels"]
+            out.append("label %s %s" % (e["args"]["name"], json.dumps(labels, sort_keys=True)))
         elif kind in ("stop", "start"):
             out.append("%s %s" % (kind, e["unit"]))
         elif kind == "mig":

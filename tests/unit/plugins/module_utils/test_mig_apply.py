@@ -164,7 +164,7 @@ def test_verify_catches_instances_without_mig_devices():
         gi.compute_instances.clear()     # "applied", but CUDA sees no device
     config = C.select(C.parse({"version": "v1", "mig-configs": {"x": [
         {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 7}}]}}), "x")
-    problems, _ = A.verify(mig.facts(), config, "x", lambda g: families[0], mig)
+    problems, _result = A.verify(mig.facts(), config, "x", lambda g: families[0], mig)
     assert "GPU 0: 7 GPU instance(s) have no MIG device (no compute instance or not visible to CUDA)" in problems
     assert any(p.startswith("GPU 0: expected GPU 0 NVIDIA H200: MIG enabled: 1g.18gb@0") for p in problems)
 

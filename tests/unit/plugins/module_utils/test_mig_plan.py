@@ -101,8 +101,8 @@ def test_partial_change_7x1g_to_3g_plus_4x1g_destroys_and_creates_only_what_is_n
 
 def test_kept_instances_depend_on_placement_not_just_profile():
     # 1g at 0,1,5,6 exist; the 3g must go at 0 or 4, so keeping 5 and 6 forces the 3g to 0
-    node = facts(gpu(0, current="enabled", devices=[mig_device(g, "1g.10gb", s, 1)
-                                                   for g, s in ((3, 0), (4, 1), (5, 5), (6, 6))]))
+    devices = [mig_device(g, "1g.10gb", s, 1) for g, s in ((3, 0), (4, 1), (5, 5), (6, 6))]
+    node = facts(gpu(0, current="enabled", devices=devices))
     result = run(node, config(mig_enabled=True, mig_devices={"3g.40gb": 1, "1g.10gb": 3}))
     gp = result["gpus"][0]
     assert len(gp["keep"]) + len(gp["destroy"]) == 4

@@ -113,8 +113,8 @@ def test_a30_limits():
     assert P.check_layout(fam, {"1g.6gb": 5})[0] == "1g.6gb x5 exceeds the 4 allowed on A30 24GB"
     assert P.check_layout(fam, {"2g.12gb": 3})[0] == "2g.12gb x3 exceeds the 2 allowed on A30 24GB"
     assert "2 +me instances exceed the 1 allowed" in P.check_layout(fam, {"1g.6gb+me": 1, "2g.12gb+me": 1})[0]
-    assert P.check_layout(fam, {"4g.24gb": 1, "1g.6gb": 1}) == ["the layout needs 5 compute slices; A30 24GB has 4",
-                                                              "the layout needs 5 memory slices; A30 24GB has 4"]
+    assert P.check_layout(fam, {"4g.24gb": 1, "1g.6gb": 1}) == [
+        "the layout needs 5 compute slices; A30 24GB has 4", "the layout needs 5 memory slices; A30 24GB has 4"]
     assert P.find_placements(fam, {"2g.12gb": 1, "1g.6gb": 2}) == [("2g.12gb", 0), ("1g.6gb", 2), ("1g.6gb", 3)]
 
 

@@ -14,7 +14,6 @@ import pickle
 import sys
 
 
-
 def import_real_pynvml():
     """The real binding, not the stub beside this file (the fake uses its constants and errors)."""
     if "pynvml" in sys.modules:
