@@ -7,6 +7,7 @@ kubernetes.core is a stub collection. Every effect lands in one events file, in 
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,29 @@ def test_apply_failure_restarts_clients_and_reports_the_node_state(site):
     steps = effects(events)
     assert steps == ["nvml_facts", "drain gpu1", "stop nvidia-persistenced", "stop kubelet",
                      "start nvidia-persistenced", "start kubelet"]
+
+
+def test_local_inventory_plans_a_recorded_node_without_a_gpu(repo_root, tmp_path):
+    """The README's demo inventory: a plan for the recorded HGX H100, no change, no cluster."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path),
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(repo_root / ".cache" / "src"),
+                                                         str(repo_root / "collections")]))
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inventories/local/hosts.yml",
+         "playbooks/mig.yml"], cwd=str(repo_root), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        universal_newlines=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout
+    out = " ".join(proc.stdout.split())
+    assert "nvidia.com/mig-1g.10gb: 56" in out
+    assert "GPU 7 NVIDIA H100 80GB HBM3: MIG enabled: 1g.10gb@0" in out
+    assert re.search(r"Change the layout safely\] \**\s*skipping: \[localhost\]", out)
+    assert "PLAY RECAP" in out and "failed=0" in out
+
+
+def test_a_node_cordoned_before_the_run_stays_cordoned(site):
+    site.node("precordoned", nvml_nodes.h200_mig())      # the k8s_info stub reports it unschedulable
+    proc, events = site.play("inference")
+    assert proc.returncode == 0, proc.stdout
+    steps = effects(events)
+    assert "drain precordoned" in steps and 'label precordoned {"nvidia.com/mig.config": "inference"}' in steps
+    assert "uncordon precordoned" not in steps
