@@ -190,3 +190,16 @@ def test_live_rules_come_from_nvml_placements():
     gp = result["gpus"][0]
     assert [(c["profile"], c["start"]) for c in gp["create"]] == [("3g.71gb", 0)]
     assert sorted(d["start"] for d in gp["destroy"]) == [0, 1, 2, 3]
+
+
+def test_table_plan_is_checked_against_the_driver_once_mig_is_on():
+    nvml, mig, families = setup(nvml_nodes.dgx_a100())
+    # this driver offers the 3g only at 0: 3g + 4x1g cannot fit, although the table allows it
+    nvml.node.gpus[0].mig.profiles[pynvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE].placements = [0]
+    config = C.select(C.parse({"version": "v1", "mig-configs": {"x": [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "1g.10gb": 4}}]}}), "x")
+    with pytest.raises(A.MigApplyError) as err:
+        plan_and_apply(nvml, mig, families, config)
+    assert "GPU 0: the driver's MIG rules reject the layout: no placement of 1g.10gb x4 + 3g.40gb x1" in str(err.value)
+    assert err.value.actions == ["GPU 0: MIG mode set to enabled", "GPU 0: reset to activate MIG mode enabled"]
+    assert not nvml.node.gpus[0].mig.gpu_instances

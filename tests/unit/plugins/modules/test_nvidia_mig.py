@@ -240,3 +240,34 @@ def test_missing_pynvml(monkeypatch):
     monkeypatch.setattr(nvidia_mig, "HAS_PYNVML", False)
     result = run({"config": ALL_1G, "config_name": "off"}, expect=FailJson)
     assert "nvidia-ml-py" in result["msg"]
+
+
+class FakeModule(object):
+    """Just what nvidia_smi_reset uses of AnsibleModule."""
+
+    def __init__(self, binary, rc, out="", err=""):
+        self.binary, self.answer, self.commands = binary, (rc, out, err), []
+
+    def get_bin_path(self, name):
+        return self.binary if name == "nvidia-smi" else None
+
+    def run_command(self, args):
+        self.commands.append(args)
+        return self.answer
+
+
+def test_reset_runs_nvidia_smi_on_the_gpu_uuid():
+    module = FakeModule("/usr/bin/nvidia-smi", 0, "GPU 00000000:18:00.0 was successfully reset.")
+    nvidia_mig.nvidia_smi_reset(module)(0, {"uuid": "GPU-1234"})
+    assert module.commands == [["/usr/bin/nvidia-smi", "--gpu-reset", "-i", "GPU-1234"]]
+
+
+def test_reset_refusal_and_missing_tool_raise_reset_blocked():
+    module = FakeModule("/usr/bin/nvidia-smi", 255, "GPU 00000000:18:00.0 is currently in use by another process.")
+    with pytest.raises(mig_apply.ResetBlocked) as err:
+        nvidia_mig.nvidia_smi_reset(module)(3, {"uuid": None})
+    assert str(err.value) == "GPU 00000000:18:00.0 is currently in use by another process."
+    assert module.commands[0][-1] == "3"
+    with pytest.raises(mig_apply.ResetBlocked) as err:
+        nvidia_mig.nvidia_smi_reset(FakeModule(None, 0))(0, {})
+    assert str(err.value) == "nvidia-smi is not installed"
