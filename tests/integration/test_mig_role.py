@@ -140,10 +140,11 @@ def test_change_runs_drain_stop_apply_start_verify_label_uncordon(site):
     assert site.units("gpu1")["kubelet"]["active"] and site.units("gpu1")["nvidia-persistenced"]["active"]
     assert "nvidia.com/mig-3g.71gb: 1" in proc.stdout and "nvidia.com/mig-1g.18gb: 4" in proc.stdout
 
-    # the same config again: nothing is drained, stopped or changed
+    # the same config again: nothing is drained, stopped, changed or labelled (the label is right)
     proc, events = site.play("inference")
     assert proc.returncode == 0, proc.stdout
-    assert effects(events) == ["nvml_facts", 'label gpu1 {"nvidia.com/mig.config": "inference"}']
+    assert effects(events) == ["nvml_facts"]
+    assert [e["event"] for e in events if e["event"].startswith("k8s")] == ["k8s_info"]
 
 
 def test_plan_only_changes_nothing(site):
@@ -217,3 +218,13 @@ def test_a_node_cordoned_before_the_run_stays_cordoned(site):
     steps = effects(events)
     assert "drain precordoned" in steps and 'label precordoned {"nvidia.com/mig.config": "inference"}' in steps
     assert "uncordon precordoned" not in steps
+
+
+def test_a_host_outside_the_cluster_is_changed_without_kubernetes_calls(site):
+    site.node("standalone", nvml_nodes.h200_mig())     # the k8s_info stub finds no such Node
+    proc, events = site.play("inference")
+    assert proc.returncode == 0, proc.stdout
+    steps = effects(events)
+    assert steps[:3] == ["nvml_facts", "stop nvidia-persistenced", "stop kubelet"]
+    assert "mig create_gi" in steps and not any(s.split()[0] in ("drain", "label", "uncordon") for s in steps)
+    assert "node standalone is not in the cluster" in " ".join(proc.stdout.split())
