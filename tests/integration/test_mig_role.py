@@ -147,9 +147,13 @@ def test_change_runs_drain_stop_apply_start_verify_label_uncordon(site):
     assert [e["event"] for e in events if e["event"].startswith("k8s")] == ["k8s_info"]
 
 
-def test_plan_only_changes_nothing(site):
+def test_check_mode_plans_and_changes_nothing(site):
     site.node("gpu1", nvml_nodes.h200_mig())
+    # a plan-only inventory refuses to run without --check
     proc, events = site.play("inference", extra=["-e", "gpuops_nodes_plan_only=true"])
+    assert proc.returncode != 0 and "This inventory is plan-only" in " ".join(proc.stdout.split())
+    assert effects(events) == []
+    proc, events = site.play("inference", extra=["--check", "-e", "gpuops_nodes_plan_only=true"])
     assert proc.returncode == 0, proc.stdout
     assert effects(events) == ["nvml_facts"]
     assert "1g.18gb@3, 3g.71gb@4" in " ".join(proc.stdout.split())    # the plan is shown
@@ -201,7 +205,7 @@ def test_local_inventory_plans_a_recorded_node_without_a_gpu(repo_root, tmp_path
                                                          str(repo_root / "collections")]))
     proc = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inventories/local/hosts.yml",
-         "playbooks/mig.yml"], cwd=str(repo_root), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+         "playbooks/mig.yml", "--check"], cwd=str(repo_root), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         universal_newlines=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout
     out = " ".join(proc.stdout.split())

@@ -9,6 +9,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_mig
 from fakes import nvml_nodes
 from fakes.fake_pynvml_mig import FakeMigNvml
+from support.module_args import patch_module_args
 
 ALL_1G = {"version": "v1", "mig-configs": {
     "all-1g": [
@@ -44,18 +45,7 @@ def module_exits(monkeypatch):
 
 
 def run(args, check=False, diff=False, expect=ExitJson):
-    args = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
-    try:
-        from ansible.module_utils.testing import patch_module_args
-    except ImportError:   # ansible-core < 2.19
-        basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode()
-        try:
-            with pytest.raises(expect) as err:
-                nvidia_mig.main()
-        finally:
-            basic._ANSIBLE_ARGS = None
-        return err.value.args[0]
-    with patch_module_args(args):
+    with patch_module_args(dict(args, _ansible_check_mode=check, _ansible_diff=diff)):
         with pytest.raises(expect) as err:
             nvidia_mig.main()
     return err.value.args[0]
