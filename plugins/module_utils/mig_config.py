@@ -1,0 +1,154 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""The mig-parted configuration format (version v1), parsed strictly.
+
+Existing mig-parted files work unchanged::
+
+    version: v1
+    mig-configs:
+      all-1g.10gb:
+        - devices: all
+          device-filter: ["0x233010DE"]
+          mig-enabled: true
+          mig-devices: {"1g.10gb": 7}
+
+Every problem is collected, so one run reports all of them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+TOP_KEYS = ("version", "mig-configs")
+ENTRY_KEYS = ("devices", "device-filter", "mig-enabled", "mig-devices")
+DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{8}$")
+
+
+class MigConfigError(Exception):
+    """The configuration is not valid; ``problems`` lists every finding."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super(MigConfigError, self).__init__("; ".join(self.problems))
+
+
+class Entry(object):
+    """One entry of a named config: which GPUs, and the layout they get."""
+
+    def __init__(self, position, devices, device_filter, mig_enabled, mig_devices):
+        self.position = position          # 1-based, for messages
+        self.devices = devices            # "all" or a list of indices
+        self.device_filter = device_filter  # list of "0xDDDDVVVV" (upper case), empty = any
+        self.mig_enabled = mig_enabled
+        self.mig_devices = mig_devices    # {profile: count}, counts > 0 only
+
+    def selects(self, gpu_index, device_id):
+        if self.devices != "all" and gpu_index not in self.devices:
+            return False
+        if not self.device_filter:
+            return True
+        return _canonical(device_id) in self.device_filter
+
+
+def _canonical(device_id):
+    if device_id is None:
+        return None
+    try:
+        return "0x%08X" % (int(device_id, 16) if not isinstance(device_id, int) else device_id)
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_entry(config_name, position, raw, problems):
+    where = "config '%s' entry %d" % (config_name, position)
+    if not isinstance(raw, dict):
+        problems.append("%s: must be a mapping, got %s" % (where, type(raw).__name__))
+        return None
+    for key in sorted(set(raw) - set(ENTRY_KEYS)):
+        problems.append("%s: unknown key '%s' (allowed: %s)" % (where, key, ", ".join(ENTRY_KEYS)))
+    start = len(problems)
+
+    devices = raw.get("devices")
+    if devices is None:
+        problems.append("%s: 'devices' is required ('all' or a list of GPU indices)" % where)
+    elif devices != "all":
+        if not isinstance(devices, list) or not devices or not all(_is_int(d) and d >= 0 for d in devices):
+            problems.append("%s: 'devices' must be 'all' or a non-empty list of GPU indices, got %r" % (where, devices))
+        else:
+            devices = sorted(set(devices))
+
+    device_filter = raw.get("device-filter", [])
+    if isinstance(device_filter, str):
+        device_filter = [device_filter]
+    if not isinstance(device_filter, list):
+        problems.append("%s: 'device-filter' must be a PCI device id or a list of them, got %r" % (where, device_filter))
+        device_filter = []
+    for item in device_filter:
+        if not isinstance(item, str) or not DEVICE_ID.match(item):
+            problems.append("%s: device-filter %r is not a PCI device id such as 0x233010DE" % (where, item))
+    device_filter = [_canonical(d) for d in device_filter if isinstance(d, str) and DEVICE_ID.match(d)]
+
+    enabled = raw.get("mig-enabled")
+    if not isinstance(enabled, bool):
+        problems.append("%s: 'mig-enabled' is required and must be true or false, got %r" % (where, enabled))
+
+    mig_devices = {}
+    if enabled is True:
+        raw_devices = raw.get("mig-devices")
+        if not isinstance(raw_devices, dict):
+            problems.append("%s: 'mig-devices' (profile: count) is required when mig-enabled is true" % where)
+        else:
+            for profile, count in raw_devices.items():
+                if not isinstance(profile, str) or not profile:
+                    problems.append("%s: profile name %r must be a string such as 1g.10gb" % (where, profile))
+                elif not _is_int(count) or count < 0:
+                    problems.append("%s: %s count must be a whole number >= 0, got %r" % (where, profile, count))
+                elif count:
+                    mig_devices[profile] = count
+    elif enabled is False and "mig-devices" in raw:
+        problems.append("%s: 'mig-devices' is not allowed when mig-enabled is false" % where)
+
+    if len(problems) > start:
+        return None
+    return Entry(position, devices, device_filter, enabled, mig_devices)
+
+
+def parse(document):
+    """Parse a whole mig-parted document. Returns {name: [Entry]}; raises MigConfigError."""
+    problems = []
+    if not isinstance(document, dict):
+        raise MigConfigError(["the MIG config must be a mapping with 'version' and 'mig-configs'"])
+    for key in sorted(set(document) - set(TOP_KEYS)):
+        problems.append("unknown top-level key '%s' (allowed: %s)" % (key, ", ".join(TOP_KEYS)))
+    if document.get("version") != "v1":
+        problems.append("'version' must be v1, got %r" % (document.get("version"),))
+    configs = document.get("mig-configs")
+    parsed = {}
+    if not isinstance(configs, dict) or not configs:
+        problems.append("'mig-configs' must map config names to lists of entries")
+        configs = {}
+    for name, entries in configs.items():
+        if not isinstance(entries, list) or not entries:
+            problems.append("config '%s': must be a non-empty list of entries" % name)
+            continue
+        parsed[name] = [_parse_entry(name, i, raw, problems) for i, raw in enumerate(entries, 1)]
+    if problems:
+        raise MigConfigError(problems)
+    return parsed
+
+
+def select(configs, name):
+    """The entries of config ``name``; raises MigConfigError naming the ones there are."""
+    if name not in configs:
+        raise MigConfigError(["config '%s' is not in mig-configs (available: %s)"
+                              % (name, ", ".join(sorted(configs)) or "none")])
+    return configs[name]

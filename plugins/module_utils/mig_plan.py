@@ -1,0 +1,233 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""Validate a mig-parted config against a node's GPUs and plan the change.
+
+Input is the ``nvml_facts`` schema (live or replayed), so a whole fleet can be
+validated and planned without hardware. Layouts are compared by profile and
+count, never by instance ids; a partial change keeps every instance that can
+stay at its placement and destroys and creates only the rest.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles
+
+ENABLED, DISABLED = "enabled", "disabled"
+
+
+def table_rules(gpu):
+    """Rules for a GPU from the built-in table (by PCI device id)."""
+    return mig_profiles.family_for((gpu.get("pci") or {}).get("device_id"))
+
+
+def _existing(gpu):
+    """Current GPU instances from the facts' MIG devices, grouped by GPU instance id."""
+    by_gi = {}
+    for dev in (gpu.get("mig") or {}).get("devices") or []:
+        gi = dev.get("gpu_instance_id")
+        entry = by_gi.setdefault(gi, {"gpu_instance_id": gi, "cis": []})
+        entry["cis"].append(dev)
+    instances = []
+    for gi in sorted(by_gi, key=lambda x: (x is None, x)):
+        cis = by_gi[gi]["cis"]
+        first = cis[0]
+        placement = first.get("placement") or {}
+        name = mig_profiles.strip_ci_prefix(first.get("profile"))
+        # a GI is a plain layout member only with exactly one full-size compute instance
+        clean = len(cis) == 1 and first.get("profile") == name and first.get("compute_instance_id") is not None
+        instances.append({"gpu_instance_id": gi, "profile": name, "start": placement.get("start"),
+                          "size": placement.get("size"), "clean": clean,
+                          "uuids": [c.get("uuid") for c in cis if c.get("uuid")]})
+    instances.sort(key=lambda i: (i["start"] is None, i["start"], i["gpu_instance_id"]))
+    return instances
+
+
+def _counts(instances):
+    counts = {}
+    for inst in instances:
+        counts[inst["profile"]] = counts.get(inst["profile"], 0) + 1
+    return counts
+
+
+def _label(gpu, family):
+    model = family.name if family is not None else "unknown MIG family"
+    return "GPU %s (%s, %s)" % (gpu.get("index"), gpu.get("name") or "unknown", model)
+
+
+def _public(inst):
+    return dict((k, inst[k]) for k in ("gpu_instance_id", "profile", "start", "size") if k in inst)
+
+
+def plan_gpu(gpu, entry, family, config_name, offline):
+    """Plan one GPU. Returns (plan dict, problems)."""
+    mig = gpu.get("mig") or {}
+    supported = bool(mig.get("supported"))
+    current = mig.get("current_mode") if supported else None
+    pending = mig.get("pending_mode") if supported else None
+    existing = _existing(gpu) if current == ENABLED else []
+    plan = {
+        "index": gpu.get("index"), "uuid": gpu.get("uuid"), "name": gpu.get("name"),
+        "device_id": (gpu.get("pci") or {}).get("device_id"),
+        "family": family.name if family is not None else None,
+        "rules": family.source if family is not None else None,
+        "entry": entry.position if entry is not None else None,
+        "mig_supported": supported,
+        "mode": {"current": current, "pending": pending, "wanted": None},
+        "set_mode": False, "reset_required": False,
+        "before": {"mig": current, "layout": _counts(existing), "instances": [_public(i) for i in existing]},
+        "keep": [], "destroy": [], "create": [], "changed": False,
+    }
+    plan["after"] = dict(plan["before"])
+    if entry is None:
+        return plan, []
+
+    where = "config '%s' entry %d, %s" % (config_name, entry.position, _label(gpu, family))
+    wanted = ENABLED if entry.mig_enabled else DISABLED
+    plan["mode"]["wanted"] = wanted
+    if not supported:
+        if entry.mig_enabled:
+            return plan, ["%s: MIG is not supported on this GPU, but the entry enables it" % where]
+        return plan, []
+
+    problems = []
+    if entry.mig_enabled:
+        if family is None:
+            if offline:
+                why = ("device id %s is not in the MIG profile table and NVML is not available (replayed "
+                       "facts), so its layout cannot be validated offline; plan against the live node"
+                       % plan["device_id"])
+            else:
+                why = ("device id %s is not in the MIG profile table and NVML lists its MIG profiles only while "
+                       "MIG mode is enabled; apply a config that enables MIG with no mig-devices first, then "
+                       "this layout" % plan["device_id"]) if current != ENABLED else (
+                    "NVML reports no MIG GPU instance profiles for device id %s" % plan["device_id"])
+            return plan, ["%s: %s" % (where, why)]
+        problems = ["%s: %s" % (where, p) for p in mig_profiles.check_layout(family, entry.mig_devices)]
+        if problems:
+            return plan, problems
+
+    plan["set_mode"] = pending != wanted
+    plan["reset_required"] = current != wanted
+    destroy, keep, create = [], [], []
+    if wanted == DISABLED:
+        destroy = existing
+    elif current == ENABLED and _counts(existing) == entry.mig_devices and all(i["clean"] for i in existing):
+        keep = existing  # idempotent: same profiles and counts, whatever the ids
+    else:
+        candidates = [(i["gpu_instance_id"], i["profile"], i["start"]) for i in existing
+                      if i["clean"] and i["start"] is not None and i["profile"] in family.profiles]
+        kept_ids, placed = mig_profiles.best_keep(family, entry.mig_devices, candidates)
+        kept_ids = set(kept_ids or [])
+        keep = [i for i in existing if i["gpu_instance_id"] in kept_ids]
+        destroy = [i for i in existing if i["gpu_instance_id"] not in kept_ids]
+        create = [{"profile": n, "start": s, "size": family.profiles[n].memory_slices} for n, s in placed or []]
+    plan["keep"] = [_public(i) for i in keep]
+    plan["destroy"] = [_public(i) for i in destroy]
+    plan["create"] = create
+    created = [dict((k, c[k]) for k in ("profile", "start", "size")) for c in create]
+    after_instances = sorted([_public(i) for i in keep] + created,
+                             key=lambda i: (i["start"] is None, i["start"], i["profile"]))
+    plan["after"] = {"mig": wanted, "layout": _counts(after_instances) if wanted == ENABLED else {},
+                     "instances": after_instances if wanted == ENABLED else []}
+    plan["changed"] = bool(plan["set_mode"] or plan["reset_required"] or destroy or create)
+    return plan, problems
+
+
+def k8s_resources(gpu_plans):
+    """What the node exposes to Kubernetes under each MIG strategy of the device plugin."""
+    mixed = {}
+    profiles = set()
+    mig_gpus = whole_gpus = 0
+    single_count = 0
+    empty = []
+    for gp in gpu_plans:
+        after = gp["after"]
+        if after["mig"] == ENABLED:
+            mig_gpus += 1
+            if not after["instances"]:
+                empty.append(gp["index"])
+            for inst in after["instances"]:
+                key = "nvidia.com/mig-%s" % inst["profile"]
+                mixed[key] = mixed.get(key, 0) + 1
+                profiles.add(inst["profile"])
+                single_count += 1
+        else:
+            whole_gpus += 1
+            mixed["nvidia.com/gpu"] = mixed.get("nvidia.com/gpu", 0) + 1
+    reason = None
+    if mig_gpus and whole_gpus:
+        reason = "the single strategy needs every GPU in MIG mode; %d of %d are not" % (whole_gpus, mig_gpus + whole_gpus)
+    elif len(profiles) > 1:
+        reason = "the single strategy needs one profile on the node; the layout has %s" % ", ".join(sorted(profiles))
+    elif empty:
+        reason = "GPU %s in MIG mode without instances exposes nothing" % ", ".join(str(i) for i in empty)
+    if reason:
+        single = {"valid": False, "reason": reason, "resources": {}}
+    else:
+        count = single_count if mig_gpus else whole_gpus
+        single = {"valid": True, "reason": None, "resources": {"nvidia.com/gpu": count} if count else {}}
+        if mig_gpus:
+            single["profile"] = sorted(profiles)[0]
+    return {"single": single, "mixed": {"valid": True, "reason": None, "resources": mixed}}
+
+
+def plan(facts, entries, config_name, rules_for=table_rules, offline=True):
+    """Validate and plan config ``config_name`` (its parsed ``entries``) for the node in ``facts``.
+
+    Returns a dict with ``valid``, ``errors`` (every problem, each naming the config,
+    entry, GPU index, model and profile), ``warnings``, ``gpus`` (per-GPU plans),
+    ``changed``, ``reboot_required`` (unknown until apply; False here) and ``k8s_resources``.
+    """
+    errors, warnings, gpu_plans = [], [], []
+    gpus = sorted(facts.get("gpus") or [], key=lambda g: g.get("index", 0))
+    if not facts.get("present", bool(gpus)):
+        errors.append("no NVIDIA GPU to configure: %s" % (facts.get("reason") or "NVML reports no GPU"))
+    indices = set(g.get("index") for g in gpus)
+    for entry in entries:
+        if entry.devices != "all":
+            missing = [i for i in entry.devices if i not in indices]
+            if missing:
+                warnings.append("config '%s' entry %d selects GPU %s, which this node does not have"
+                                % (config_name, entry.position, ", ".join(str(i) for i in missing)))
+    for gpu in gpus:
+        device_id = (gpu.get("pci") or {}).get("device_id")
+        chosen = [e for e in entries if e.selects(gpu.get("index"), device_id)]
+        family = rules_for(gpu)
+        if len(chosen) > 1:
+            errors.append("config '%s', %s is selected by entries %s; each GPU may match one entry"
+                          % (config_name, _label(gpu, family), ", ".join(str(e.position) for e in chosen)))
+            chosen = chosen[:1]
+        gp, problems = plan_gpu(gpu, chosen[0] if chosen else None, family, config_name, offline)
+        errors.extend(problems)
+        gpu_plans.append(gp)
+    return {
+        "config": config_name,
+        "valid": not errors,
+        "errors": errors,
+        "warnings": warnings,
+        "gpus": gpu_plans,
+        "changed": not errors and any(gp["changed"] for gp in gpu_plans),
+        "k8s_resources": k8s_resources(gpu_plans),
+    }
+
+
+def describe(gpu_plan, side):
+    """One line per GPU for diff output: mode and instances at their placements."""
+    state = gpu_plan[side]
+    head = "GPU %s %s: MIG %s" % (gpu_plan["index"], gpu_plan.get("name") or "", state["mig"] or "unsupported")
+    if state["mig"] != ENABLED:
+        return head
+    parts = ["%s@%s" % (i["profile"], "?" if i["start"] is None else i["start"]) for i in state["instances"]]
+    return "%s: %s" % (head, ", ".join(parts) or "no instances")
+
+
+def diff(result):
+    return {
+        "before": "\n".join(describe(gp, "before") for gp in result["gpus"]) + "\n",
+        "after": "\n".join(describe(gp, "after") for gp in result["gpus"]) + "\n",
+    }

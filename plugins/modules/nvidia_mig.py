@@ -1,0 +1,390 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: nvidia_mig
+short_description: Validate, plan and apply NVIDIA MIG layouts declared in the mig-parted format
+version_added: "0.1.0"
+description:
+  - Declares the Multi-Instance GPU layout of a node's GPUs with a configuration in NVIDIA mig-parted's
+    format (C(version) v1), so existing mig-parted files work unchanged.
+  - Every entry is validated against each selected GPU's profile, limit and placement rules before anything
+    is touched, and all problems are reported together, each naming the config, GPU index and model,
+    profile and reason. Nothing is changed when anything is invalid.
+  - On a live node the rules come from NVML (profile info and possible placements of each GPU); with
+    replayed O(facts) or O(facts_file) they come from a table of NVIDIA's MIG user guide, so a fleet can
+    be validated and planned offline. A GPU whose PCI device id is not in the table cannot be validated
+    offline, and the module says so.
+  - The plan gives, per GPU, the mode change (and whether it needs a GPU reset), the instances to destroy
+    and the instances to create with their placements, and the Kubernetes resources the layout exposes
+    under the device plugin's C(single) and C(mixed) MIG strategies.
+  - Layouts are compared by profile and count, not by instance ids. A partial change keeps every
+    instance that can stay at its placement and destroys and creates only the rest.
+  - Apply order per GPU is destroy (compute instances, then GPU instances), set the mode, reset the GPU
+    when the mode change is pending and O(allow_reset) permits, create GPU instances at the planned
+    placements with one full compute instance each, then read the GPUs back and fail unless the layout
+    matches and every instance is a visible MIG device.
+author:
+  - gpuops.platform maintainers (@gpuops)
+requirements:
+  - nvidia-ml-py (pynvml) on the node, for live discovery and apply.
+  - C(nvidia-smi) on the node, to reset a GPU when a MIG mode change is pending.
+options:
+  config:
+    description:
+      - The mig-parted document (with C(version) and C(mig-configs)) as a mapping.
+      - Mutually exclusive with O(config_file).
+    type: dict
+  config_file:
+    description:
+      - Path on the node to a mig-parted document in YAML or JSON.
+      - Mutually exclusive with O(config).
+    type: path
+  config_name:
+    description:
+      - The name under C(mig-configs) to apply.
+    type: str
+    required: true
+  facts:
+    description:
+      - Replayed C(gpuops.platform.nvml_facts) output (the C(nvidia) facts, or a result that holds
+        C(ansible_facts.nvidia)) to validate and plan against instead of the live GPUs.
+      - With replayed facts the module only plans; a run that would change something must be in check mode.
+      - Mutually exclusive with O(facts_file).
+    type: dict
+  facts_file:
+    description:
+      - Path on the node to a JSON file with replayed C(nvml_facts) output, as O(facts).
+      - Mutually exclusive with O(facts).
+    type: path
+  allow_reset:
+    description:
+      - Reset a GPU (C(nvidia-smi --gpu-reset)) when its MIG mode change stays pending.
+      - When false, or when the reset is refused, the module returns RV(reboot_required) with the reason
+        and creates that GPU's instances on a later run.
+    type: bool
+    default: true
+  clients_stopped:
+    description:
+      - The caller has drained the node and stopped the GPU clients (device plugin, DCGM, persistence
+        daemon). Without it the module refuses to change a GPU that runs compute processes.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Returns the full plan, RV(k8s_resources) and C(changed) without touching a GPU.
+  diff_mode:
+    support: full
+    description: Shows each GPU's MIG mode and instances at their placements before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Runs on Linux GPU nodes with the NVIDIA driver; plans anywhere with replayed facts.
+notes:
+  - Entries may select GPUs by index (C(devices)) and by PCI device id (C(device-filter)); a GPU selected
+    by no entry is left as it is, and a GPU selected by two entries is an error.
+  - Compute instance sub-profiles (for example C(1c.3g.40gb)) are not managed; every GPU instance gets one
+    compute instance of its full size, as mig-parted does.
+seealso:
+  - name: NVIDIA MIG user guide
+    description: Profiles, placements and the rules this module enforces.
+    link: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/
+  - name: NVIDIA mig-parted
+    description: The configuration format this module reads.
+    link: https://github.com/NVIDIA/mig-parted
+  - module: gpuops.platform.nvml_facts
+"""
+
+EXAMPLES = r"""
+- name: Plan a layout for a whole fleet from recorded facts (no GPU needed)
+  gpuops.platform.nvidia_mig:
+    config_file: /etc/nvidia-mig/config.yaml
+    config_name: all-1g.10gb
+    facts_file: /var/tmp/nvml-facts/gpu-node-01.json
+  check_mode: true
+  register: mig_plan
+
+- name: Apply an inline layout after the role drained the node and stopped the GPU clients
+  gpuops.platform.nvidia_mig:
+    config:
+      version: v1
+      mig-configs:
+        inference:
+          - devices: [0, 1, 2, 3]
+            device-filter: ["0x233010DE", "0x233110DE"]
+            mig-enabled: true
+            mig-devices:
+              "3g.40gb": 1
+              "1g.10gb": 4
+          - devices: [4, 5, 6, 7]
+            mig-enabled: false
+    config_name: inference
+    clients_stopped: true
+  register: mig_result
+
+- name: Reboot when a mode change could not be activated by a GPU reset
+  ansible.builtin.reboot:
+  when: mig_result.reboot_required
+"""
+
+RETURN = r"""
+plan:
+  description: The validated plan.
+  returned: always
+  type: dict
+  contains:
+    config:
+      description: The applied config name.
+      type: str
+    valid:
+      description: Whether the config is valid for every GPU of the node.
+      type: bool
+    errors:
+      description: Every validation problem, each naming the config, entry, GPU index and model, profile and reason.
+      type: list
+      elements: str
+    warnings:
+      description: Findings that do not stop the run, for example an entry selecting a GPU index the node lacks.
+      type: list
+      elements: str
+    gpus:
+      description:
+        - Per GPU, C(index), C(name), C(device_id), C(family) (the MIG rules used), C(rules) (C(nvml) or C(table)),
+          C(entry) (the selecting entry, or null), C(mode) (C(current), C(pending), C(wanted)), C(set_mode),
+          C(reset_required), C(before) and C(after) (C(mig), C(layout) profile counts and C(instances) with
+          placements), C(keep), C(destroy), C(create) (C(profile), C(start), C(size)) and C(changed).
+      type: list
+      elements: dict
+  sample:
+    config: inference
+    valid: true
+    errors: []
+    gpus:
+      - index: 0
+        family: H100 80GB
+        mode: {current: enabled, pending: enabled, wanted: enabled}
+        destroy: [{gpu_instance_id: 11, profile: 1g.10gb, start: 4, size: 1}]
+        create: [{profile: 3g.40gb, start: 4, size: 4}]
+k8s_resources:
+  description:
+    - Extended resources the node exposes with this layout under each MIG strategy of the NVIDIA device plugin.
+    - C(single) is valid only when every GPU is in MIG mode with one profile on the whole node; C(reason) says why not.
+  returned: always
+  type: dict
+  sample:
+    single: {valid: true, reason: null, profile: 1g.10gb, resources: {nvidia.com/gpu: 56}}
+    mixed: {valid: true, reason: null, resources: {nvidia.com/mig-1g.10gb: 56}}
+reboot_required:
+  description: A MIG mode change is pending and could not be activated by a GPU reset.
+  returned: always
+  type: bool
+reboot_reasons:
+  description: Why a reboot is required, one line per GPU.
+  returned: always
+  type: list
+  elements: str
+actions:
+  description: What was done, in order (empty in check mode and when nothing changed).
+  returned: always
+  type: list
+  elements: str
+  sample: ["GPU 0: destroyed 1g.10gb at 4 (GPU instance 11)", "GPU 0: created 3g.40gb at 4"]
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply, mig_config, mig_plan
+from ansible_collections.gpuops.platform.plugins.module_utils import nvml as nvml_utils
+
+try:
+    import pynvml
+    HAS_PYNVML = True
+    PYNVML_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - depends on the node
+    pynvml = None
+    HAS_PYNVML = False
+    PYNVML_IMPORT_ERROR = exc
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - depends on the node
+    yaml = None
+    HAS_YAML = False
+
+
+def _read_document(module, path, what):
+    if not os.path.isfile(path):
+        module.fail_json(msg="%s %s does not exist" % (what, path))
+    with open(path) as handle:
+        text = handle.read()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML", reason="to read the YAML file %s" % path))
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        module.fail_json(msg="%s %s is neither JSON nor YAML: %s" % (what, path, exc))
+
+
+def _unwrap_facts(data):
+    """Accept the nvidia facts, a module result, or a saved ansible_facts mapping."""
+    if isinstance(data, dict) and "ansible_facts" in data:
+        data = data["ansible_facts"]
+    if isinstance(data, dict) and isinstance(data.get("nvidia"), dict):
+        data = data["nvidia"]
+    return data
+
+
+def nvidia_smi_reset(module):
+    """A GPU reset through nvidia-smi (NVML has no public reset call)."""
+    def reset(index, gpu_plan):
+        binary = module.get_bin_path("nvidia-smi")
+        if not binary:
+            raise mig_apply.ResetBlocked("nvidia-smi is not installed")
+        target = (gpu_plan.get("uuid") or str(index))
+        rc, out, err = module.run_command([binary, "--gpu-reset", "-i", target])
+        if rc != 0:
+            raise mig_apply.ResetBlocked((err or out).strip() or "nvidia-smi exited with %d" % rc)
+    return reset
+
+
+def _result(result, changed, actions=(), reboot_reasons=()):
+    return dict(changed=changed, plan=dict((k, v) for k, v in result.items() if k != "k8s_resources"),
+                k8s_resources=result["k8s_resources"], reboot_required=bool(reboot_reasons),
+                reboot_reasons=list(reboot_reasons), actions=list(actions), diff=mig_plan.diff(result))
+
+
+def _fail_invalid(module, result):
+    errors = result["errors"]
+    module.fail_json(msg="MIG config '%s' is not valid for this node (%d problem(s)); nothing was changed: %s"
+                     % (result["config"], len(errors), "; ".join(errors)), errors=errors,
+                     **dict((k, v) for k, v in _result(result, False).items() if k != "changed"))
+
+
+def run_offline(module, facts, entries):
+    result = mig_plan.plan(facts, entries, module.params["config_name"], offline=True)
+    if not result["valid"]:
+        _fail_invalid(module, result)
+    if result["changed"] and not module.check_mode:
+        module.fail_json(msg="replayed facts can only be planned: run in check mode, or against the live node "
+                             "to apply", **dict((k, v) for k, v in _result(result, False).items() if k != "changed"))
+    module.exit_json(**_result(result, result["changed"]))
+
+
+def run_live(module, entries, nvml, reset):
+    name = module.params["config_name"]
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        module.fail_json(msg="NVML is not available on this node (%s): install the NVIDIA driver, or plan with "
+                             "replayed facts (facts_file)" % exc)
+    try:
+        mig = mig_apply.NvmlMig(nvml)
+        handles = mig.handles()
+        facts = mig.facts()
+        families = {}
+        for gpu, handle in zip(facts["gpus"], handles):
+            table = mig_plan.table_rules(gpu)
+            live = mig.rules(handle, table.name if table else gpu["name"]) if gpu["mig"]["supported"] else None
+            families[gpu["index"]] = live or table
+
+        def rules_for(gpu):
+            return families.get(gpu["index"])
+
+        result = mig_plan.plan(facts, entries, name, rules_for=rules_for, offline=False)
+        if not result["valid"]:
+            _fail_invalid(module, result)
+        if module.check_mode or not result["changed"]:
+            module.exit_json(**_result(result, result["changed"]))
+
+        actions, reasons, pending = [], [], set()
+        for gp in result["gpus"]:
+            try:
+                done, reason = mig.apply_gpu(gp["index"], gp, families.get(gp["index"]),
+                                             module.params["allow_reset"], module.params["clients_stopped"], reset)
+            except mig_apply.MigApplyError as exc:
+                module.fail_json(msg=str(exc), actions=actions + exc.actions,
+                                 **dict((k, v) for k, v in _result(result, bool(actions + exc.actions)).items()
+                                        if k not in ("changed", "actions")))
+            actions.extend(done)
+            if reason:
+                reasons.append(reason)
+                pending.add(gp["index"])
+
+        after = mig.facts()
+        checked = dict(after, gpus=[g for g in after["gpus"] if g["index"] not in pending])
+        problems, _verified = mig_apply.verify(checked, entries, name, rules_for, mig)
+        if problems:
+            module.fail_json(msg="MIG layout '%s' was applied but does not verify: %s" % (name, "; ".join(problems)),
+                             problems=problems, actions=actions,
+                             **dict((k, v) for k, v in _result(result, True).items() if k not in ("changed", "actions")))
+        module.exit_json(**_result(result, bool(actions), actions, reasons))
+    except nvml.NVMLError as exc:
+        module.fail_json(msg="NVML call failed: %s" % exc)
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            config=dict(type="dict"),
+            config_file=dict(type="path"),
+            config_name=dict(type="str", required=True),
+            facts=dict(type="dict"),
+            facts_file=dict(type="path"),
+            allow_reset=dict(type="bool", default=True),
+            clients_stopped=dict(type="bool", default=False),
+        ),
+        mutually_exclusive=[("config", "config_file"), ("facts", "facts_file")],
+        required_one_of=[("config", "config_file")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    document = params["config"]
+    if params["config_file"]:
+        document = _read_document(module, params["config_file"], "MIG config file")
+    try:
+        entries = mig_config.select(mig_config.parse(document), params["config_name"])
+    except mig_config.MigConfigError as exc:
+        module.fail_json(msg="invalid MIG config (%d problem(s)); nothing was changed: %s"
+                         % (len(exc.problems), "; ".join(exc.problems)), errors=exc.problems)
+
+    facts = params["facts"]
+    if params["facts_file"]:
+        try:
+            facts = nvml_utils.load_replay(params["facts_file"])
+        except nvml_utils.ReplayError as exc:
+            module.fail_json(msg=str(exc))
+    if facts is not None:
+        facts = _unwrap_facts(facts)
+        if not isinstance(facts, dict) or "gpus" not in facts:
+            module.fail_json(msg="replayed facts must be nvml_facts output (a mapping with 'gpus')")
+        run_offline(module, facts, entries)
+    if not HAS_PYNVML:
+        module.fail_json(msg=missing_required_lib("nvidia-ml-py"), exception=str(PYNVML_IMPORT_ERROR))
+    run_live(module, entries, pynvml, nvidia_smi_reset(module))
+
+
+if __name__ == "__main__":
+    main()
