@@ -39,7 +39,8 @@ trap 'rm -rf "$rootfs"' EXIT
 
 log "debootstrap bookworm into $rootfs (packages cached in $cache/debs)"
 IFS=, debootstrap --variant=minbase --include="${packages[*]}" \
-  --cache-dir="$cache/debs" bookworm "$rootfs" "$mirror" >&2
+  --cache-dir="$cache/debs" bookworm "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
+  { tail -n 40 "$cache/debootstrap.log" >&2; exit 1; }
 
 log "configuring the root file system for a systemd container"
 # The scenarios install only from their own local repository: no network
@@ -59,7 +60,7 @@ done
 
 log "importing $image"
 tar -C "$rootfs" --numeric-owner -c . |
-  podman import \
+  podman import --quiet \
     --change 'CMD ["/lib/systemd/systemd"]' \
     --change 'ENV container=podman' \
     --change 'STOPSIGNAL SIGRTMIN+3' \
