@@ -97,6 +97,13 @@ case "${{1:-}}" in
     case "${{1:-}}" in
       generate)
         shift
+        # Like the real one, it describes the installed driver, and fails
+        # without one (NVML missing).
+        if [ ! -r /usr/lib/nvidia/version ]; then
+          echo "level=error msg=\"failed to generate CDI spec: failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND\"" >&2
+          exit 1
+        fi
+        driver=$(cat /usr/lib/nvidia/version)
         out=""
         for arg in "$@"; do
           case "$arg" in
@@ -120,6 +127,13 @@ containerEdits:
   - NVIDIA_VISIBLE_DEVICES=void
   deviceNodes:
   - path: /dev/nvidiactl
+  mounts:
+  - hostPath: /usr/lib/x86_64-linux-gnu/libcuda.so.'"$driver"'
+    containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.'"$driver"'
+    options: [ro, nosuid, nodev, bind]
+  - hostPath: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.'"$driver"'
+    containerPath: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.'"$driver"'
+    options: [ro, nosuid, nodev, bind]
   hooks:
   - hookName: createContainer
     path: /usr/bin/nvidia-cdi-hook
