@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """Check and converge an NVIDIA driver in one pass (the nvidia_driver module's core).
 
 Package operations go through apt-get/dnf with ``module.run_command``, like
@@ -29,8 +31,10 @@ DNF_MODULE_PATH = "/etc/dnf/modules.d/nvidia-driver.module"
 DKMS_TREE = "/var/lib/dkms/nvidia"
 
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
-APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades",
-               "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+# Wait for a running unattended-upgrades or apt instead of failing on the lock.
+APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
+APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades"] + APT_LOCK + [
+    "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
 
 
 class DriverError(Exception):
@@ -51,6 +55,9 @@ class Converger(object):
         self.warnings = []
         self.changed = False
         self.cache_updated = False
+        self.packages_changed = False  # the driver itself changed (not just a file around it)
+        self._installed_cache = None
+        self.held = []
 
     # -- plumbing --------------------------------------------------------
     def _p(self, path):
@@ -63,6 +70,7 @@ class Converger(object):
             self.actions.append(what or " ".join(argv))
             if self.check:
                 return 0, "", ""
+            self._installed_cache = None
         rc, out, err = self.module.run_command(argv, environ_update=env or {})
         if check_rc and rc != 0:
             raise DriverError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out).strip()))
@@ -108,12 +116,24 @@ class Converger(object):
             raise
         return True
 
+    def unit_exists(self, name):
+        return any(os.path.exists(self._p(os.path.join(d, name + ".service")))
+                   for d in ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"))
+
     def have(self, tool):
         return self.module.get_bin_path(tool) is not None
 
     # -- queries ---------------------------------------------------------
     def installed_packages(self, family):
-        """name -> version (deb) or name -> (epoch, version, release) (rpm); held names (deb)."""
+        """name -> version (deb) or name -> (epoch, version, release) (rpm); held names (deb).
+
+        Cached until a command changes the host."""
+        if self._installed_cache is None:
+            self._installed_cache = self._query_installed(family)
+        installed, held = self._installed_cache
+        return dict(installed), set(held)
+
+    def _query_installed(self, family):
         installed, held = {}, set()
         if family == "deb":
             rc, out, dummy = self.run(
@@ -145,7 +165,7 @@ class Converger(object):
         if self.check:
             self.actions.append("apt-get update")
             return
-        self.run(["apt-get", "update", "-q"], mutating=False, env=APT_ENV)
+        self.run(["apt-get", "update", "-q"] + APT_LOCK, mutating=False, env=APT_ENV)
 
     def apt_versions(self, package):
         rc, out, dummy = self.run(["apt-cache", "madison", package], mutating=False, env=APT_ENV,
@@ -211,7 +231,10 @@ class Converger(object):
             return True
         changed = False
         if repo.get("key_path"):
-            changed |= self.ensure_file(repo["key_path"], self.key_text(repo["key_source"]))
+            source = repo["key_source"]
+            # A key URL is fetched once; a rotated key is a new mirror_gpgkey value or file.
+            if not (source.startswith(("http://", "https://")) and self._read(repo["key_path"]) is not None):
+                changed |= self.ensure_file(repo["key_path"], self.key_text(source))
         changed |= self.ensure_file(repo["path"], repo["content"])
         return changed
 
@@ -250,12 +273,19 @@ class Converger(object):
         if spec["source"] == "runfile" and not os.path.isfile(self._p(spec["runfile"])):
             raise DriverError("runfile %s does not exist on the node: copy NVIDIA's installer there first"
                               % spec["runfile"])
+        for key in ("mok_signing_key", "mok_certificate"):
+            if params.get(key) and not os.path.isfile(self._p(params[key])):
+                raise DriverError("%s %s does not exist on the node: create and enroll the MOK key first "
+                                  "(mokutil --import), then point %s at it" % (key, params[key], key))
         fabric = params.get("fabricmanager")
         if fabric in (None, "auto"):
             fabric = bool(host["nvswitches"]) or bool(params.get("nvswitch_count"))
         else:
             fabric = fabric in (True, "true", "yes")
         self.fabric = fabric and spec["source"] != "runfile"
+        if fabric and spec["source"] == "runfile":
+            self.warnings.append("NVSwitches need nvidia-fabricmanager %s, which a runfile does not install: "
+                                 "install NVIDIA's fabric manager archive for that version" % spec["version"])
         previous = None
         if spec["state"] == "absent":
             previous = self.absent()
@@ -267,7 +297,8 @@ class Converger(object):
         else:
             previous, installed_version = self.rpm()
         reboot, reasons = pk.reboot_decision(installed_version, host["loaded_version"],
-                                             host["nouveau_loaded"], bool(host["gpus"]))
+                                             host["nouveau_loaded"], bool(host["gpus"]),
+                                             host.get("loaded_flavor"), spec["open"])
         if spec["state"] == "absent" and host["loaded_version"]:
             reboot, reasons = True, ["driver removed but kernel module %s is still loaded" % host["loaded_version"]]
         if host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent":
@@ -279,9 +310,17 @@ class Converger(object):
             services.append("nvidia-persistenced")
             if self.fabric:
                 services.append("nvidia-fabricmanager")
+            if params.get("dcgm") and spec["source"] != "runfile":
+                services.append("nvidia-dcgm")
+            if not self.check:
+                missing = [name for name in services if not self.unit_exists(name)]
+                for name in missing:
+                    self.warnings.append("%s.service is not installed: it was not enabled" % name)
+                services = [name for name in services if name not in missing]
         return {
             "changed": self.changed,
             "check_mode": self.check,
+            "packages_changed": self.packages_changed,
             "actions": self.actions,
             "plan": self.actions if self.check else [],
             "previous_version": previous,
@@ -298,7 +337,7 @@ class Converger(object):
             "nvswitch_count": len(host["nvswitches"]),
             "fabricmanager": self.fabric,
             "services": services,
-            "held_packages": getattr(self, "held", []),
+            "held_packages": self.held,
             "warnings_list": self.warnings,
             "diff": self.diffs,
         }
@@ -323,7 +362,7 @@ class Converger(object):
             self.apt_update()
         plan = pk.packages(spec, self.fabric, self.params.get("dcgm"), self.params.get("dcgm_package"))
         installed, held = self.installed_packages("deb")
-        previous = pk.upstream_version(installed.get(plan["primary"]))
+        previous = pk.installed_driver_version(installed, plan["primary"], "deb")
         names = plan["driver"] + plan["extra"]
 
         target = spec["version"]
@@ -339,8 +378,8 @@ class Converger(object):
             self.run(APT_INSTALL + prereqs, mutating=True, env=APT_ENV,
                      what="install %s" % " ".join(prereqs))
         if not satisfied:
-            if not target and spec["version"] is None:
-                target = pk.upstream_version(self.apt_candidate(plan["primary"]))
+            if not target:
+                target = self._deb_branch_target(plan["primary"])
             specs = self._deb_specs(names, target)
             removals = [name + "-" for name in pk.other_branch_metas(installed, spec)]
             unhold = sorted(n for n in held if n in installed and re.match(pk.PY_DEB_DRIVER_REGEX, n))
@@ -349,6 +388,7 @@ class Converger(object):
                          what="unhold %s" % " ".join(unhold))
             self.run(APT_INSTALL + specs + removals, mutating=True, env=APT_ENV,
                      what="install %s" % " ".join(specs + removals))
+            self.packages_changed = True
             if self.check:
                 final = target or ("%s.x" % spec["branch"])
                 self.held = ["driver packages at %s" % final]
@@ -366,6 +406,24 @@ class Converger(object):
                      what="hold %s" % " ".join(to_hold))
         self.held = hold
         return previous, final
+
+    def _deb_branch_target(self, primary):
+        """The version apt would install for the branch, checked before anything is installed."""
+        spec = self.spec
+        candidate = self.apt_candidate(primary)
+        if candidate is None and not self.cache_updated and not self.check:
+            self.apt_update()
+            candidate = self.apt_candidate(primary)
+        target = pk.upstream_version(candidate)
+        if target is None:
+            if self.check:
+                return None
+            raise DriverError("%s is not available from the configured repositories: check the source "
+                              "(for Debian non-free, enable the non-free component)" % primary)
+        if pk.branch_of(target) != spec["branch"]:
+            raise DriverError("the repositories offer %s %s, not branch %s: choose a branch they carry, or "
+                              "source=cuda" % (primary, target, spec["branch"]))
+        return target
 
     def _deb_specs(self, names, target):
         """name or name=<full version> for each package, full version from apt-cache."""
@@ -396,7 +454,7 @@ class Converger(object):
         self.repository()
         plan = pk.packages(spec, self.fabric, self.params.get("dcgm"), self.params.get("dcgm_package"))
         installed, dummy = self.installed_packages("rpm")
-        previous = installed.get(plan["primary"], (None, None, None))[1]
+        previous = pk.installed_driver_version(installed, plan["primary"], "rpm")
         prereqs = self._prereqs(installed, "rpm")
         if prereqs:
             self.run(["dnf", "-y", "install"] + prereqs, mutating=True, what="install %s" % " ".join(prereqs))
@@ -415,6 +473,9 @@ class Converger(object):
         final = previous
         lock_text = self._read(VERSIONLOCK_PATH)
         if not satisfied:
+            if not target:
+                # Resolve the branch to one version, so fabric manager comes at the driver's version.
+                target = self.dnf_candidate(plan["primary"])
             # Our own versionlock entries would block the change: drop them first.
             self.ensure_file(VERSIONLOCK_PATH, pk.merge_block(lock_text, []) if lock_text else None)
             specs = ["%s-%s" % (n, target) if target and not n.startswith("datacenter-gpu-manager") else n
@@ -431,6 +492,7 @@ class Converger(object):
                 specs = [s for s, n in zip(specs, names) if n not in missing]
             if specs:
                 self.run(["dnf", "-y", verb] + specs, mutating=True)
+            self.packages_changed = True
             if self.check:
                 final = target or "%s.x" % spec["branch"]
                 self.actions.append("versionlock the driver packages at %s" % final)
@@ -480,7 +542,7 @@ class Converger(object):
         self.mok()
         prereqs = self._prereqs(installed, spec["family"])
         if prereqs:
-            tool = ["apt-get", "install", "-y", "-q"] if spec["family"] == "deb" else ["dnf", "-y", "install"]
+            tool = APT_INSTALL if spec["family"] == "deb" else ["dnf", "-y", "install"]
             self.run(tool + prereqs, mutating=True, env=APT_ENV, what="install %s" % " ".join(prereqs))
         versions = self.runfile_versions()
         previous = versions[-1] if versions else None
@@ -489,6 +551,7 @@ class Converger(object):
             return previous, previous
         self.run(pk.runfile_command(spec), mutating=True,
                  what="run %s --silent --dkms" % spec["runfile"])
+        self.packages_changed = True
         if self.check:
             return previous, spec["version"]
         versions = self.runfile_versions()
@@ -511,12 +574,11 @@ class Converger(object):
             return versions[-1] if versions else None
         installed, held = self.installed_packages(spec["family"])
         plan = pk.packages(spec)
-        previous = installed.get(plan["primary"])
-        previous = pk.upstream_version(previous) if spec["family"] == "deb" else (previous or (None, None))[1]
+        previous = pk.installed_driver_version(installed, plan["primary"], spec["family"])
         remove = pk.driver_packages_installed(installed, spec["family"])
         if spec["family"] == "deb":
             if remove:
-                self.run(["apt-get", "remove", "-y", "-q", "--allow-change-held-packages"] + remove,
+                self.run(["apt-get", "remove", "-y", "-q", "--allow-change-held-packages"] + APT_LOCK + remove,
                          mutating=True, env=APT_ENV, what="remove %s" % " ".join(remove))
             self.ensure_file(APT_PIN_PATH, None)
             self.ensure_file(UU_PATH, None)

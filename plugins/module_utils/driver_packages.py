@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """What to install for an NVIDIA driver: pure functions, no I/O.
 
 distro + arch + source + branch/version + open/proprietary go in; the
@@ -118,9 +120,8 @@ def normalize(params, distro, arch):
             "RHEL/Rocky/AlmaLinux 8 and 9" % (distro.get("pretty_name") or distro_id or "unknown"))
     key = distro.get("version") if distro_id == "ubuntu" else distro.get("major")
     if key not in versions:
-        raise DriverSpecError(
-            "unsupported %s release %r: supported are %s" % (distro_id, distro.get("version"),
-                                                              ", ".join(sorted(versions))))
+        raise DriverSpecError("unsupported %s release %r: supported are %s"
+                              % (distro_id, distro.get("version"), ", ".join(sorted(versions))))
     if arch not in REPO_ARCH:
         raise DriverSpecError("unsupported architecture %r: supported are x86_64 and aarch64" % arch)
 
@@ -347,15 +348,36 @@ def driver_packages_installed(installed, family):
     return sorted(name for name in installed if regex.match(name))
 
 
+def installed_driver_version(installed, primary, family):
+    """The installed driver version: the primary package's, else the most common
+    version among installed driver packages (another branch's metapackage)."""
+    def version_of(value):
+        return upstream_version(value) if family == "deb" else value[1]
+    if primary in installed:
+        return version_of(installed[primary])
+    regex = re.compile(PY_DEB_DRIVER_REGEX if family == "deb" else RPM_DRIVER_REGEX)
+    counts = {}
+    for name, value in installed.items():
+        version = version_of(value)
+        if regex.match(name) and version and _VERSION.match(version):
+            counts[version] = counts.get(version, 0) + 1
+    if not counts:
+        return None
+    return sorted(counts.items(), key=lambda item: (item[1], item[0]))[-1][0]
+
+
 def other_branch_metas(installed, spec):
     """Branch metapackages of another branch, removed when switching branches."""
     if spec["family"] != "deb":
         return []
     pattern = re.compile(r"^(nvidia-open|cuda-drivers|nvidia-driver|nvidia-fabricmanager)-(\d{3})(-server)?(-open)?$")
+    wanted = packages(spec)["primary"]
+    # The other kernel module flavor's metapackage of the same branch goes too.
+    other_flavor = ("cuda-drivers-%s" if spec["open"] else "nvidia-open-%s") % spec["branch"]
     result = []
     for name in sorted(installed):
         match = pattern.match(name)
-        if match and match.group(2) != spec["branch"]:
+        if match and name != wanted and (match.group(2) != spec["branch"] or name == other_flavor):
             result.append(name)
     return result
 
@@ -457,9 +479,14 @@ def runfile_command(spec):
     return argv
 
 
-def reboot_decision(installed_version, loaded_version, nouveau_is_loaded, gpu_present):
+def reboot_decision(installed_version, loaded_version, nouveau_is_loaded, gpu_present,
+                    loaded_flavor=None, wanted_open=None):
     """(reboot_required, reasons) from what is installed and what the kernel runs."""
     reasons = []
+    if loaded_flavor and wanted_open is not None and installed_version == loaded_version:
+        wanted = "open" if wanted_open else "proprietary"
+        if loaded_flavor != wanted:
+            reasons.append("the loaded kernel module is %s, the installed one is %s" % (loaded_flavor, wanted))
     if nouveau_is_loaded:
         reasons.append("nouveau is loaded")
     if installed_version and loaded_version and installed_version != loaded_version:

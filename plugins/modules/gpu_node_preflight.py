@@ -1,7 +1,9 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -18,7 +20,8 @@ description:
     free disk space, and a conflicting driver already loaded (nouveau, or an nvidia module of another version).
   - Returns every finding at once in RV(problems) and never fails on them itself, so a role can fail once
     per host with one message. Changes nothing.
-author: gpuops.platform maintainers
+author:
+  - gpuops.platform maintainers (@gpuops)
 options:
   require_gpu:
     description: Treat a node without an NVIDIA GPU as a problem. Turn off for demo or container inventories.
@@ -61,6 +64,8 @@ options:
     description: Treat a loaded nvidia module of another branch or version as a problem (by default a warning).
     type: bool
     default: false
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full

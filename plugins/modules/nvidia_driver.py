@@ -1,7 +1,9 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,9 +18,9 @@ description:
   - Installs the NVIDIA GPU driver from NVIDIA's CUDA network repository, the distribution's own packages,
     a mirror of NVIDIA's repository (air-gapped sites, C(file:) repositories included) or a local C(.run) installer.
   - Follows a driver branch (V(570)) or an exact version (V(570.172.08)), with open or proprietary kernel modules.
-  - Pins the driver so no background upgrade can move it: an apt preferences pin on the branch or version,
-    C(apt-mark hold) on every installed driver package and an unattended-upgrades blacklist on Debian and Ubuntu;
-    a dnf module stream, C(versionlock.list) entries and a dnf-automatic exclude on RHEL, Rocky and AlmaLinux.
+  - Pins the driver so no background upgrade can move it. On Debian and Ubuntu with an apt preferences pin on the branch or version,
+    C(apt-mark hold) on every installed driver package and an unattended-upgrades blacklist. On RHEL, Rocky and
+    AlmaLinux with a dnf module stream, C(versionlock.list) entries and a dnf-automatic exclude.
   - Installs kernel headers for the running kernel and DKMS, blacklists nouveau (regenerating the initramfs
     only when the blacklist changed), optionally signs DKMS builds with a MOK key, installs
     nvidia-fabricmanager at the driver's version when NVSwitches are present and DCGM when asked.
@@ -26,7 +28,8 @@ description:
     whether a reboot is needed. It never reboots; the P(gpuops.platform.nvidia_driver#role) role does.
   - One call checks and converges. Package operations run through apt-get or dnf, like M(ansible.builtin.apt)
     and M(ansible.builtin.dnf) do. In check mode only read-only queries run and RV(plan) lists what would be done.
-author: gpuops.platform maintainers
+author:
+  - gpuops.platform maintainers (@gpuops)
 options:
   state:
     description:
@@ -149,6 +152,8 @@ notes:
   - Package choices per distribution are documented in the C(nvidia_driver) role README.
   - Debian/Ubuntu CUDA repository packages installed are C(nvidia-open-<branch>) or C(cuda-drivers-<branch>) at the
     exact package version whose upstream part is the wanted version, plus C(nvidia-fabricmanager-<branch>) and DCGM when asked.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
@@ -206,6 +211,10 @@ actions:
   sample: ["write /etc/modprobe.d/gpuops-blacklist-nouveau.conf", "install nvidia-open-570=570.172.08-1"]
 check_mode:
   description: Whether this run only planned (the play or task may set check mode without C(--check)).
+  returned: always
+  type: bool
+packages_changed:
+  description: Whether the driver packages themselves changed (or would), as opposed to files around them.
   returned: always
   type: bool
 plan:
@@ -266,7 +275,9 @@ fabricmanager:
   returned: always
   type: bool
 services:
-  description: Services the caller should enable and start (nvidia-persistenced, nvidia-fabricmanager).
+  description:
+    - Services the caller should enable and start (nvidia-persistenced, nvidia-fabricmanager, nvidia-dcgm).
+    - Outside check mode, only those whose systemd unit the packages installed; a missing one is a warning.
   returned: always
   type: list
   elements: str

@@ -107,6 +107,31 @@ class FakeNode(object):
         return self
 
 
+# The systemd units NVIDIA's packages ship (DCGM is left to tests on purpose).
+UNITS = (("nvidia-persistenced", "nvidia-persistenced"), ("nvidia-fabricmanager", "nvidia-fabricmanager"),
+         ("nvidia-fabric-manager", "nvidia-fabricmanager"))
+
+
+def install_units(node, names):
+    for name in names:
+        for prefix, unit in UNITS:
+            if name.startswith(prefix):
+                node.write("lib/systemd/system/%s.service" % unit, "[Service]\nExecStart=/usr/bin/%s\n" % unit)
+
+
+def _operands(args):
+    """apt-get's package arguments: not options, not the values of -o."""
+    result, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "-o":
+            skip = True
+        elif not arg.startswith("-"):
+            result.append(arg)
+    return result
+
+
 def _upstream(version):
     return version.split(":", 1)[-1].split("-", 1)[0]
 
@@ -197,9 +222,9 @@ class FakeApt(CommandLog):
             self.held.difference_update(argv[2:])
             return 0, "", ""
         if argv[:2] == ["apt-get", "install"]:
-            return self._install([a for a in argv[2:] if not a.startswith("-") and "Dpkg::" not in a])
+            return self._install(_operands(argv[2:]))
         if argv[:2] == ["apt-get", "remove"]:
-            names = [a for a in argv[2:] if not a.startswith("-")]
+            names = _operands(argv[2:])
             held = [n for n in names if n in self.held]
             if held and "--allow-change-held-packages" not in argv:
                 return 100, "", "E: Held packages were changed and -y was used without --allow-change-held-packages."
@@ -234,6 +259,7 @@ class FakeApt(CommandLog):
             if name in self.held and self.installed.get(name) != version:
                 return 100, "", "E: Held packages were changed"
         self.installed.update(plan)
+        install_units(self.node, plan)
         return 0, "", ""
 
 
@@ -281,6 +307,7 @@ class FakeDnf(CommandLog):
                 if not candidates:
                     return 1, "", "Error: Unable to find a match: %s" % spec
                 self.installed[name] = candidates[-1]
+                install_units(self.node, [name])
             return 0, "", ""
         if argv[:3] == ["dnf", "-y", "remove"]:
             for name in argv[3:]:

@@ -210,6 +210,19 @@ def test_removal_set_never_takes_the_container_toolkit():
     assert pk.driver_packages_installed(installed, "deb") == ["libnvidia-compute-570", "nvidia-open-570"]
 
 
+@pytest.mark.parametrize("installed,family,expect", [
+    ({"nvidia-open-570": "570.172.08-1", "libcuda1": "570.158.01-1"}, "deb", "570.172.08"),
+    ({"nvidia-open-550": "550.163.01-1", "libcuda1": "550.163.01-1", "nvidia-driver": "550.163.01-1",
+      "nvidia-container-toolkit": "1.17.8-1", "libnvidia-container1": "1.17.8-1"}, "deb", "550.163.01"),
+    ({"nvidia-container-toolkit": "1.17.8-1", "bash": "5.2.15-2"}, "deb", None),
+    ({"nvidia-driver": ("3", "570.172.08", "1.el9")}, "rpm", "570.172.08"),
+    ({"kmod-nvidia-open-dkms": ("3", "550.163.01", "1.el9")}, "rpm", "550.163.01"),
+])
+def test_installed_driver_version(installed, family, expect):
+    primary = "nvidia-open-570" if family == "deb" else "nvidia-driver"
+    assert pk.installed_driver_version(installed, primary, family) == expect
+
+
 def test_other_branch_metas_are_removed_on_a_branch_switch():
     installed = {"nvidia-open-550": "550.163.01-1", "nvidia-fabricmanager-550": "550.163.01-1",
                  "nvidia-open-570": "570.172.08-1", "nvidia-driver": "570.172.08-1",
@@ -217,6 +230,10 @@ def test_other_branch_metas_are_removed_on_a_branch_switch():
     assert pk.other_branch_metas(installed, spec()) == [
         "nvidia-driver-535-server-open", "nvidia-fabricmanager-550", "nvidia-open-550"]
     assert pk.other_branch_metas(installed, spec("rhel9")) == []
+    # Same branch, other kernel module flavor.
+    assert pk.other_branch_metas({"nvidia-open-570": "1", "cuda-drivers-570": "1"}, spec(open=False)) == [
+        "nvidia-open-570"]
+    assert pk.other_branch_metas({"nvidia-open-570": "1", "cuda-drivers-570": "1"}, spec()) == ["cuda-drivers-570"]
 
 
 def test_versionlock_lines_and_block_merge_keep_other_entries():
@@ -255,6 +272,12 @@ def test_runfile_command(is_open, branch, flag):
     argv = pk.runfile_command(spec(source="runfile", runfile=path, open=is_open, branch=None))
     assert argv[:4] == ["sh", path, "--silent", "--dkms"]
     assert argv[4:] == ([flag] if flag else [])
+
+
+def test_reboot_when_the_loaded_flavor_is_not_the_installed_one():
+    required, reasons = pk.reboot_decision("570.172.08", "570.172.08", False, True, "proprietary", True)
+    assert required and reasons == ["the loaded kernel module is proprietary, the installed one is open"]
+    assert pk.reboot_decision("570.172.08", "570.172.08", False, True, "open", True) == (False, [])
 
 
 @pytest.mark.parametrize("installed,loaded,nouveau,gpu,expect", [
