@@ -99,15 +99,29 @@ def parse_toml(text, path):
     """Parse ``text`` (from ``path``) keeping comments and layout."""
     require_tomlkit()
     try:
-        return tomlkit.parse(text or "")
+        doc = tomlkit.parse(text or "")
     except (TOMLKitError, ValueError) as exc:
         raise ConfigError(
             "%s is not valid TOML: %s. Nothing was changed; fix the file (or move it away) and run again." % (path, exc)
         )
+    return doc
 
 
 def dump_toml(doc):
     return tomlkit.dumps(doc)
+
+
+def settled(path, before, after):
+    """``after``, or ``before`` itself when both mean the same.
+
+    Only a change of meaning is a change: a layout tomlkit cannot reproduce
+    exactly must not make every run rewrite the file and restart the engine.
+    """
+    if before is None or before == after:
+        return after
+    if plain(parse_toml(before, path)) == plain(parse_toml(after, path)):
+        return before
+    return after
 
 
 def plain(value):
@@ -151,20 +165,59 @@ def _key_indent(table):
 
 
 def ensure_table(container, key):
-    """The sub-table ``key`` of ``container``, created (implicit, no header) when missing."""
+    """The sub-table ``key`` of ``container``, created implicit (no header of its own) when missing."""
     if key in container:
         node = container[key]
         if not isinstance(node, dict):
             raise ConfigError("expected a table at %r but found %r" % (key, plain(node)))
         return node
-    container[key] = tomlkit.table()
+    container[key] = tomlkit.table(is_super_table=True)
     return container[key]
 
 
+def _style(doc, path):
+    """Header indent, indent step and key offset for a new table at ``path``, like its surroundings.
+
+    ``containerd config default`` indents every table level by two spaces, k3s
+    only the keys: the nearest ancestor with a [header] tells which. Below an
+    implicit table tomlkit cannot keep indented headers stable across a
+    parse/dump cycle, so those stay unindented.
+    """
+    node, ref, ref_depth = doc, None, 0
+    for depth, key in enumerate(path[:-1], 1):
+        node = node[key]
+        if is_real_table(node):
+            ref, ref_depth = node, depth
+    if ref is None:
+        return "", "", ""
+    header = ref.trivia.indent.split("\n")[-1]
+    keys = _key_indent(ref)
+    step = "  " if header else ""
+    offset = keys[len(header):] if keys is not None and keys.startswith(header) else step
+    if isinstance(node, Table) and node.is_super_table() and node is not ref and ref_depth < len(path) - 1:
+        return "", "", offset
+    return header + step * (len(path) - ref_depth), step, offset
+
+
 def ensure_path(doc, path):
+    """The table at ``path``, creating what is missing.
+
+    A missing table that would be indented gets a header of its own, so the
+    tables below it keep their indentation (see :func:`_style`).
+    """
     node = doc
-    for key in path:
-        node = ensure_table(node, key)
+    for depth in range(1, len(path) + 1):
+        key = path[depth - 1]
+        if key in node:
+            node = ensure_table(node, key)
+            continue
+        header, _step, _offset = _style(doc, path[:depth])
+        if header:
+            node[key] = tomlkit.table(is_super_table=False)
+            node[key].trivia.indent = "\n" + header
+            node = node[key]
+        else:
+            node = ensure_table(node, key)
     return node
 
 
@@ -192,15 +245,21 @@ def set_value(table, key, value):
     existed = key in table
     if existed and plain(table[key]) == value:
         return False
-    table[key] = _styled(table[key], value) if existed else value
-    if not existed:
-        for part in _parts(table):
-            if key not in part:
-                continue
-            indent = _key_indent(part)
-            item = part.value.item(key)
-            if indent and not isinstance(item, (Table, Whitespace)):
-                item.trivia.indent = indent
+    if existed:
+        table[key] = _styled(table[key], value)
+        return True
+    # Siblings' indentation, read before the new key is there to be found.
+    indents = [(part, _key_indent(part)) for part in _parts(table)]
+    table[key] = value
+    for part, indent in indents:
+        if key not in part:
+            continue
+        if indent is None:  # the first key of the table: one step in from an indented header
+            header = part.trivia.indent.split("\n")[-1]
+            indent = header + "  " if header else None
+        item = part.value.item(key)
+        if indent and not isinstance(item, (Table, Whitespace)):
+            item.trivia.indent = indent
     return True
 
 
@@ -246,6 +305,28 @@ def table_from_dict(data):
         if isinstance(value, dict):
             table.add(key, table_from_dict(value))
     return table
+
+
+def _indent_table(table, header, step, key_offset):
+    table.trivia.indent = "\n" + header  # a blank line, then the header
+    for key, item in table.value.body:
+        if key is None or isinstance(item, Whitespace):
+            continue
+        if isinstance(item, Table):
+            _indent_table(item, header + step, step, key_offset)
+        else:
+            item.trivia.indent = header + key_offset
+
+
+def add_fresh_table(doc, path, data):
+    """Add plain ``data`` as the table at ``path``, indented like the document around it."""
+    parent = ensure_path(doc, path[:-1])
+    header, step, offset = _style(doc, path)
+    parent[path[-1]] = table_from_dict(data)
+    added = parent[path[-1]]
+    if isinstance(added, Table) and (header or offset):
+        _indent_table(added, header, step, offset)
+    return added
 
 
 def is_real_table(item):

@@ -30,6 +30,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     ConfigError,
     FileEdit,
     Plan,
+    add_fresh_table,
     add_table,
     copy_table,
     deep_merge,
@@ -42,6 +43,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     plain,
     read_text,
     set_value,
+    settled,
     table_from_dict,
 )
 
@@ -149,8 +151,14 @@ def _merge_imported(version, base, imported):
     return merged
 
 
+# What containerd runs when a config names no runtime at all (its built-in runc).
+BUILTIN_RUNTIMES = {"runc": {"runtime_type": RUNC_V2_SHIM}}
+
+
 class _Options(object):
-    def __init__(self, runtime_name, runtime_path, set_as_default, enable_cdi, cdi_spec_dir, systemd_cgroup):
+    def __init__(self, runtime_name, runtime_path, set_as_default, enable_cdi, cdi_spec_dir, systemd_cgroup,
+                 builtin_runtimes=None):
+        self.builtin_runtimes = builtin_runtimes
         self.runtime_name = runtime_name
         self.runtime_path = runtime_path
         self.set_as_default = set_as_default
@@ -177,10 +185,20 @@ def _configure_cri(doc, version, effective_cri, opts):
     """
     cri_name = CRI_PLUGINS[version]
     cri = ensure_path(doc, ["plugins", cri_name])
-    containerd = ensure_table(cri, "containerd")
-    runtimes = ensure_table(containerd, "runtimes")
+    containerd = ensure_path(doc, ["plugins", cri_name, "containerd"])
+    runtimes = ensure_path(doc, ["plugins", cri_name, "containerd", "runtimes"])
 
     effective_runtimes = lookup(effective_cri, ["containerd", "runtimes"]) or {}
+    if not effective_runtimes:
+        # A config without runtimes runs containerd's built-in runc. Naming only
+        # the NVIDIA runtime would replace that map (runc gone, and the default
+        # runtime with it), so the built-in runtimes are written out first.
+        builtins = opts.builtin_runtimes(version) if callable(opts.builtin_runtimes) else opts.builtin_runtimes
+        effective_runtimes = dict(builtins or BUILTIN_RUNTIMES)
+        effective_runtimes.pop(opts.runtime_name, None)
+        for name, data in effective_runtimes.items():
+            if name not in runtimes:
+                add_fresh_table(doc, ["plugins", cri_name, "containerd", "runtimes", name], data)
     default_name = lookup(effective_cri, ["containerd", "default_runtime_name"])
     source_name = _source_runtime_name(effective_runtimes, default_name, opts.runtime_name)
     source = effective_runtimes.get(source_name) if source_name else {}
@@ -197,12 +215,12 @@ def _configure_cri(doc, version, effective_cri, opts):
 
     if opts.runtime_name not in runtimes:
         source_item = runtimes.get(source_name) if source_name else None
-        if is_real_table(source_item) and plain(source_item) == source:
+        if is_real_table(source_item) and plain(source_item) == source and is_real_table(source_item.get("options")):
             add_table(runtimes, opts.runtime_name, copy_table(source_item), like=source_item)
         else:
             fresh = dict(inherited)
             fresh["options"] = wanted_options
-            runtimes[opts.runtime_name] = table_from_dict(fresh)
+            add_fresh_table(doc, ["plugins", cri_name, "containerd", "runtimes", opts.runtime_name], fresh)
     nvidia = runtimes[opts.runtime_name]
     if not isinstance(nvidia, dict):
         raise ConfigError("plugins.%s.containerd.runtimes.%s is not a table" % (cri_name, opts.runtime_name))
@@ -210,7 +228,7 @@ def _configure_cri(doc, version, effective_cri, opts):
     for key, value in inherited.items():
         if key not in nvidia:
             set_value(nvidia, key, value)
-    options = ensure_table(nvidia, "options")
+    options = ensure_path(doc, ["plugins", cri_name, "containerd", "runtimes", opts.runtime_name, "options"])
     for key, value in wanted_options.items():
         set_value(options, key, value)
 
@@ -230,12 +248,17 @@ def _configure_cri(doc, version, effective_cri, opts):
 def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", config_version=None,
                     runtime_name=NVIDIA_RUNTIME_NAME, runtime_path=DEFAULT_NVIDIA_RUNTIME_PATH,
                     set_as_default=False, enable_cdi=False, cdi_spec_dir=DEFAULT_CDI_SPEC_DIR,
-                    systemd_cgroup=None, drop_in_path=None, reader=read_text, globber=glob.glob):
+                    systemd_cgroup=None, drop_in_path=None, builtin_runtimes=None, reader=read_text,
+                    globber=glob.glob):
     """The edits that make containerd offer the NVIDIA runtime.
 
     ``config_version`` is what the caller detected from ``containerd --version``
     (or was told); it is used when there is no config, and must agree with the
     config's own ``version`` when there is one.
+
+    ``builtin_runtimes`` (a dict, or a callable taking the config version and
+    returning one, e.g. from ``containerd config default``) are the runtimes
+    containerd has when the config names none; without it, a plain runc.
     """
     if mode not in ("in_place", "drop_in"):
         raise ConfigError("unknown mode %r for containerd: use in_place or drop_in" % (mode,))
@@ -261,7 +284,8 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
         )
     version = found or config_version
     cri_name = CRI_PLUGINS[version]
-    opts = _Options(runtime_name, runtime_path, set_as_default, enable_cdi, cdi_spec_dir, systemd_cgroup)
+    opts = _Options(runtime_name, runtime_path, set_as_default, enable_cdi, cdi_spec_dir, systemd_cgroup,
+                    builtin_runtimes)
     warnings = []
     base_dir = os.path.dirname(config_path)
     main_plain = plain(main_doc)
@@ -279,7 +303,7 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
                     "written there is not used; use mode=drop_in." % (path, cri_name, config_path))
             effective = _merge_imported(version, effective, data)
         _configure_cri(main_doc, version, lookup(effective, ["plugins", cri_name]) or {}, opts)
-        after = dump_toml(main_doc)
+        after = settled(config_path, main_text, dump_toml(main_doc))
         return Plan("containerd", [FileEdit(config_path, main_text, after)], version, cri_name, warnings)
 
     # drop_in
@@ -301,7 +325,7 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
             imports.append(pattern)
         else:
             raise ConfigError("%s: 'imports' must be a list of paths, found %r" % (config_path, plain(imports)))
-    new_main = dump_toml(main_doc)
+    new_main = settled(config_path, main_text, dump_toml(main_doc))
 
     # Load order with the drop-in in its place: main, then imported files sorted per pattern.
     order = _import_files(plain(main_doc).get("imports"), base_dir,
@@ -343,5 +367,6 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
             drop_in_text_for_edit = drop_in_text
         doc = _with_version_first(drop_in_text_for_edit, version, drop_in_path)
         _configure_cri(doc, version, effective_cri, opts)
-    edits = [FileEdit(config_path, main_text, new_main), FileEdit(drop_in_path, drop_in_text, dump_toml(doc))]
+    edits = [FileEdit(config_path, main_text, new_main),
+             FileEdit(drop_in_path, drop_in_text, settled(drop_in_path, drop_in_text, dump_toml(doc)))]
     return Plan("containerd", edits, version, cri_name, warnings)

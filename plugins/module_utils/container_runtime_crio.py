@@ -25,12 +25,12 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     deep_merge,
     dump_toml,
     ensure_path,
-    ensure_table,
     lookup,
     parse_toml,
     plain,
     read_text,
     set_value,
+    settled,
 )
 
 DROP_IN_HEADER = "# The NVIDIA runtime for CRI-O, written by gpuops.platform.nvidia_container_runtime.\n"
@@ -70,7 +70,7 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=NVIDIA_RUNTIME_NAM
             source = runtimes[name]
             break
 
-    table = ensure_table(ensure_path(doc, ["crio", "runtime", "runtimes"]), runtime_name)
+    table = ensure_path(doc, ["crio", "runtime", "runtimes", runtime_name])
     if not isinstance(table, dict):
         raise ConfigError("%s: crio.runtime.runtimes.%s is not a table" % (drop_in_path, runtime_name))
     set_value(table, "runtime_path", runtime_path)
@@ -80,4 +80,5 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=NVIDIA_RUNTIME_NAM
             set_value(table, key, value)
     if set_as_default:
         set_value(ensure_path(doc, ["crio", "runtime"]), "default_runtime", runtime_name)
-    return Plan("crio", [FileEdit(drop_in_path, drop_in_text, dump_toml(doc))], warnings=warnings)
+    after = settled(drop_in_path, drop_in_text, dump_toml(doc))
+    return Plan("crio", [FileEdit(drop_in_path, drop_in_text, after)], warnings=warnings)

@@ -20,6 +20,9 @@ description:
     "io.containerd.runc.v2"), the options of the existing runc (or default) runtime, C(SystemdCgroup) above all,
     and C(BinaryName) set to O(nvidia_runtime_path). Every other runtime, setting and comment is kept.
     A config that another tool rewrote gets the runtime back on the next run.
+  - A containerd config that names no runtime at all (Debian's packaged one) runs containerd's built-in C(runc);
+    naming only C(nvidia) would replace it, so the built-in runtimes (from C(containerd config default)) are
+    written out first.
   - In O(mode=drop_in) the runtime goes to C(conf.d/99-nvidia.toml) next to the main config, which gets an
     C(imports) entry unless an existing glob already covers the file. containerd 1.x replaces whole plugin
     sections on import, so a version 2 drop-in carries the complete CRI section of the config it overrides and
@@ -254,6 +257,7 @@ cdi:
 """
 
 import os
+import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -264,6 +268,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     HAS_TOMLKIT,
     TOMLKIT_IMPORT_ERROR,
     ConfigError,
+    lookup,
+    parse_toml,
+    plain,
     read_text,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_cdi import (
@@ -275,6 +282,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_
     driver_version_from,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
+    CRI_PLUGINS,
     config_version_for,
     plan_containerd,
 )
@@ -325,7 +333,7 @@ def _containerd_version(module, config_path):
     if wanted != "auto":
         return int(wanted)
     text = read_text(config_path)
-    if text and text.strip():
+    if text and re.search(r"^\s*version\s*=", text, re.MULTILINE):
         return None  # the config's own version key decides
     binary = module.get_bin_path("containerd")
     if not binary:
@@ -335,6 +343,23 @@ def _containerd_version(module, config_path):
         module.warn("`%s --version` failed (rc=%d): %s" % (binary, rc, err.strip()))
         return None
     return config_version_for(out)
+
+
+def _builtin_runtimes(module):
+    """containerd's built-in runtimes (from ``containerd config default``), read only when a config names none."""
+    def load(version):
+        binary = module.get_bin_path("containerd")
+        if not binary:
+            return None
+        rc, out, _err = module.run_command([binary, "config", "default"])
+        if rc != 0:
+            return None
+        try:
+            default = plain(parse_toml(out, "`containerd config default`"))
+        except ConfigError:
+            return None
+        return lookup(default, ["plugins", CRI_PLUGINS[version], "containerd", "runtimes"])
+    return load
 
 
 def build_plan(module):
@@ -349,7 +374,7 @@ def build_plan(module):
                                enable_cdi=params["enable_cdi"],
                                cdi_spec_dir=os.path.dirname(params["cdi"]["output"]),
                                systemd_cgroup=params["systemd_cgroup"], drop_in_path=params["drop_in_path"],
-                               **common)
+                               builtin_runtimes=_builtin_runtimes(module), **common)
     if runtime == "crio":
         if params["enable_cdi"]:
             module.warn("CRI-O always enables CDI; enable_cdi has no effect on it")
@@ -445,6 +470,11 @@ def main():
     if conflict:
         module.fail_json(msg=conflict)
     if params["runtime"] in ("containerd", "crio") and not HAS_TOMLKIT:
+        if module.check_mode:
+            # A play that installs the library first (like the container_toolkit role)
+            # can still be checked: the config cannot be planned before it is there.
+            module.exit_json(changed=False, skipped=True, restart_required=False, runtime=params["runtime"],
+                             msg="check mode: %s" % missing_required_lib("tomlkit"))
         module.fail_json(msg=missing_required_lib("tomlkit"), exception=to_native(TOMLKIT_IMPORT_ERROR))
 
     try:

@@ -8,7 +8,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_
     config_version_for,
     plan_containerd,
 )
-from runtime_helpers import CRI2, CRI3, fixture_text, load_toml, place, runtimes, snapshot
+from container_runtime_helpers import CRI2, CRI3, fixture_text, load_toml, place, runtimes, snapshot
 
 NVIDIA_BIN = "/usr/bin/nvidia-container-runtime"
 
@@ -151,6 +151,76 @@ class TestInPlace:
         second = plan_containerd(path, mode=mode, set_as_default=True, enable_cdi=True)
         assert not second.changed, [e.path for e in second.changed_edits]
         assert second.warnings == []
+
+
+class TestBuiltinRuntimes:
+    """Debian's containerd package ships a config that names no runtime: containerd runs its built-in runc."""
+
+    def default_runtimes(self):
+        return runtimes(load_toml(fixture_text("containerd-1.6-default.toml")), CRI2)
+
+    @pytest.mark.parametrize("mode", ["in_place", "drop_in"])
+    def test_builtin_runc_is_written_out_before_the_nvidia_runtime(self, tmp_path, mode):
+        path = place(tmp_path, "etc/containerd/config.toml", fixture_text("containerd-1.6-debian12-package.toml"))
+        asked = []
+
+        def builtins(version):
+            asked.append(version)
+            return self.default_runtimes()
+
+        plan = plan_containerd(path, mode=mode, systemd_cgroup=True, builtin_runtimes=builtins)
+        assert asked == [2]
+        data = load_toml(plan.edits[-1].after)
+        rts = runtimes(data, CRI2)
+        # naming only nvidia would replace containerd's runtime map: runc (the default) would be gone
+        assert rts["runc"] == self.default_runtimes()["runc"]
+        assert rts["runc"]["options"]["SystemdCgroup"] is False  # runc untouched
+        assert rts["nvidia"]["options"] == dict(self.default_runtimes()["runc"]["options"],
+                                                BinaryName=NVIDIA_BIN, SystemdCgroup=True)
+        assert data["plugins"][CRI2]["cni"]["bin_dir"] == "/usr/lib/cni"
+        apply(plan)
+        assert not plan_containerd(path, mode=mode, systemd_cgroup=True, builtin_runtimes=builtins).changed
+
+    def test_without_containerd_a_plain_runc(self, tmp_path):
+        path = place(tmp_path, "etc/containerd/config.toml", fixture_text("containerd-1.6-debian12-package.toml"))
+        rts = runtimes(load_toml(plan_containerd(path).edits[0].after), CRI2)
+        assert rts["runc"] == {"runtime_type": "io.containerd.runc.v2"}
+        assert rts["nvidia"] == {"runtime_type": "io.containerd.runc.v2", "options": {"BinaryName": NVIDIA_BIN}}
+
+    def test_new_tables_are_indented_like_containerd_writes_them(self, tmp_path):
+        path = place(tmp_path, "etc/containerd/config.toml", fixture_text("containerd-1.6-debian12-package.toml"))
+        after = plan_containerd(path, set_as_default=True).edits[0].after
+        assert '\n      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes]\n' in after
+        assert '\n        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n' \
+               '          runtime_type = "io.containerd.runc.v2"\n' in after
+        assert '\n          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n' \
+               '            BinaryName = "%s"\n' % NVIDIA_BIN in after
+        assert '    [plugins."io.containerd.grpc.v1.cri".containerd]\n      default_runtime_name = "nvidia"\n' in after
+
+
+def test_layout_tomlkit_cannot_reproduce_does_not_churn(tmp_path):
+    # Indented sibling tables below an implicit table come back from tomlkit
+    # further indented on every parse/dump: only a change of meaning may be written.
+    text = (
+        'version = 2\n\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n'
+        '    sandbox_image = "registry.k8s.io/pause:3.8"\n\n'
+        '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+        '          runtime_type = "io.containerd.runc.v2"\n\n'
+        '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]\n'
+        '          runtime_type = "io.containerd.kata.v2"\n\n'
+        '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+        '          runtime_type = "io.containerd.runc.v2"\n\n'
+        '          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+        '            BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+    )
+    path = place(tmp_path, "etc/containerd/config.toml", text)
+    plan = plan_containerd(path)
+    assert not plan.changed
+    assert plan.edits[0].after == text
+    # a real change is written, and the next run is quiet again
+    apply(plan_containerd(path, set_as_default=True))
+    assert runtimes(load_toml(open(path).read()), CRI2)["kata"] == {"runtime_type": "io.containerd.kata.v2"}
+    assert not plan_containerd(path, set_as_default=True).changed
 
 
 class TestRepair:

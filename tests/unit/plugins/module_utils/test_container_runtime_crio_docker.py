@@ -6,7 +6,7 @@ import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import ConfigError
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_crio import plan_crio
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_docker import plan_docker
-from runtime_helpers import fixture_text, load_toml, place
+from container_runtime_helpers import fixture_text, load_toml, place
 
 NVIDIA_BIN = "/usr/bin/nvidia-container-runtime"
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import plan_containerd
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_crio import plan_crio
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_docker import plan_docker
-from runtime_helpers import CRI2, CRI3, load_toml
+from container_runtime_helpers import CRI2, CRI3, load_toml
 
 import tomlkit
 

@@ -159,14 +159,42 @@ class TestContainerd:
         assert result["cri_plugin"] == "io.containerd.cri.v1.runtime"
         assert "version = 3" in result["diff"][0]["after"]
         assert not config.exists()
+        # a config with only comments has no version either: containerd still decides, comments stay
+        config.parent.mkdir(parents=True)
+        config.write_text("# containerd for the GPU pool\n")
+        result = ok(dict(runtime="containerd", config_path=str(config)), diff=True)
+        assert result["config_version"] == 3
+        assert config.read_text().startswith("version = 3\n# containerd for the GPU pool\n")
+
+    def test_builtin_runtimes_come_from_containerd_config_default(self, tmp_path, monkeypatch):
+        log = tmp_path / "calls.log"
+        executable(tmp_path / "bin/containerd",
+                   'echo "$*" >> %s\n'
+                   '[ "$1" = "--version" ] && echo "containerd github.com/containerd/containerd 1.6.20~ds1 x"\n'
+                   '[ "$1 $2" = "config default" ] && cat %s\n'
+                   'exit 0\n' % (log, FIXTURES / "containerd-1.6-default.toml"))
+        monkeypatch.setenv("PATH", "%s:%s" % (tmp_path / "bin", os.environ.get("PATH", "")))
+        config = tmp_path / "etc/containerd/config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text((FIXTURES / "containerd-1.6-debian12-package.toml").read_text())
+        result = ok(dict(runtime="containerd", config_path=str(config), systemd_cgroup=True))
+        assert result["changed"] is True
+        assert log.read_text() == "config default\n"  # the config has a version: no --version needed
+        written = config.read_text()
+        assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]' in written
+        assert written.count("SystemdCgroup = false") == 1 and written.count("SystemdCgroup = true") == 1
+        # a config that names its runtimes does not need containerd at all
+        log.write_text("")
+        assert ok(dict(runtime="containerd", config_path=str(config), systemd_cgroup=True))["changed"] is False
+        assert log.read_text() == ""
 
     @pytest.mark.parametrize("text, message", [
         ("version = 2\n[plugins.\n", "is not valid TOML"),
         ("version = 7\n", "unsupported containerd config version 7"),
         ("[plugins.cri]\n", "config version 1"),
     ])
-    def test_bad_config_fails_clearly_and_leaves_every_file_untouched(self, tmp_path, containerd_config, text,
-                                                                        message):
+    def test_bad_config_fails_clearly_and_leaves_every_file_untouched(
+            self, tmp_path, containerd_config, text, message):
         containerd_config.write_text(text)
         before = tree(tmp_path)
         for mode in ("in_place", "drop_in"):
@@ -316,3 +344,20 @@ class TestCdi:
         (units / "nvidia-cdi-refresh.path").write_text("[Path]\n")
         monkeypatch.setattr(module_under_test, "SYSTEMD_UNIT_DIRS", (str(units),))
         assert ok(base)["cdi"]["refresh_units"] == ["nvidia-cdi-refresh.path"]
+
+
+class TestWithoutTomlkit:
+    def test_check_mode_skips_and_a_real_run_fails_clearly(self, tmp_path, containerd_config, monkeypatch):
+        monkeypatch.setattr(module_under_test, "HAS_TOMLKIT", False)
+        monkeypatch.setattr(module_under_test, "TOMLKIT_IMPORT_ERROR", ImportError("No module named 'tomlkit'"))
+        before = tree(tmp_path)
+        args = dict(runtime="containerd", config_path=str(containerd_config))
+        skipped = ok(args, check=True)
+        assert skipped["skipped"] is True and skipped["changed"] is False
+        assert "tomlkit" in skipped["msg"]
+        result = failed(args)
+        assert "Failed to import the required Python library (tomlkit)" in result["msg"]
+        assert tree(tmp_path) == before
+        # docker's daemon.json needs no TOML library
+        daemon = tmp_path / "daemon.json"
+        assert ok(dict(runtime="docker", config_path=str(daemon)))["changed"] is True

@@ -13,7 +13,7 @@ except ImportError:  # Python < 3.11
     def load_toml(text):
         return _toml.parse(text).unwrap()
 
-FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "container_runtime"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "container_runtime"
 CRI2 = "io.containerd.grpc.v1.cri"
 CRI3 = "io.containerd.cri.v1.runtime"
 
