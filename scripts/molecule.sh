@@ -62,7 +62,10 @@ log "Image"
 GPUOPS_MOLECULE_IMAGE=$(bash molecule/resources/image/build.sh "$molecule_cache")
 log "Stand-in apt repository"
 python3 molecule/resources/debs/build.py "$molecule_cache/apt"
-export GPUOPS_MOLECULE_IMAGE GPUOPS_MOLECULE_APT_REPO="$molecule_cache/apt"
+# Container names carry a hash of this checkout, so two checkouts (CI and a
+# developer, say) can run the same scenario on one host at once.
+GPUOPS_MOLECULE_INSTANCE=$(printf '%s' "$ROOT" | sha256sum | cut -c1-8)
+export GPUOPS_MOLECULE_IMAGE GPUOPS_MOLECULE_INSTANCE GPUOPS_MOLECULE_APT_REPO="$molecule_cache/apt"
 export ANSIBLE_COLLECTIONS_PATH="$COLLECTIONS:$molecule_cache/collections"
 echo "image $GPUOPS_MOLECULE_IMAGE, apt repository $GPUOPS_MOLECULE_APT_REPO"
 
