@@ -1,0 +1,259 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""GPU capacity of the cluster, computed from the node layer's facts.
+
+What each node advertises to Kubernetes follows from three things: its GPUs
+and MIG devices (``ansible_facts.nvidia`` from nvml_facts, or the MIG plan's
+``mig_k8s_resources``), the MIG strategy of the device plugin, and the sharing
+config (time-slicing or MPS replicas) the node selects. The same numbers feed
+tenant quotas, Kueue nominal quotas and the allocatable check after apply.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.six import string_types
+
+try:
+    from collections.abc import Mapping
+except ImportError:  # pragma: no cover
+    from collections import Mapping
+
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+MIG_STRATEGIES = ("none", "single", "mixed")
+SHARING_MODES = ("none", "time-slicing", "mps")
+_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_RESOURCE_RE = re.compile(r"^nvidia\.com/[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
+
+
+def _int(value, what):
+    if isinstance(value, bool):
+        raise AnsibleFilterError("%s must be an integer, got %r" % (what, value))
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("%s must be an integer, got %r" % (what, value))
+
+
+def gpu_product_label(name):
+    """A GPU's product name as a label value, the way GPU Feature Discovery writes it."""
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", to_text(name or "").strip()).strip("-._")
+    return text[:63].rstrip("-._") or "unknown"
+
+
+def gpu_sharing_configs(configs, mig_strategy="single"):
+    """Check and normalise the device-plugin sharing configs.
+
+    ``configs`` is a list of ``{name, mode, replicas, resources, rename_by_default,
+    fail_requests_greater_than_one}``; returns ``{name: {mode, resources: [{name,
+    replicas, rename}], rename_by_default, document}}`` where ``document`` is the
+    device-plugin config file (``version: v1``) for the ConfigMap key ``name``.
+    """
+    if mig_strategy not in MIG_STRATEGIES:
+        raise AnsibleFilterError("unknown MIG strategy %r: use one of %s" % (mig_strategy, ", ".join(MIG_STRATEGIES)))
+    if configs is None:
+        configs = []
+    if isinstance(configs, Mapping) or isinstance(configs, string_types):
+        raise AnsibleFilterError("the sharing configs must be a list of {name, mode, ...} mappings")
+    result = {}
+    for index, cfg in enumerate(configs):
+        if not isinstance(cfg, Mapping):
+            raise AnsibleFilterError("sharing config #%d must be a mapping, got %r" % (index, cfg))
+        name = to_text(cfg.get("name") or "")
+        where = "sharing config %r" % (name or "#%d" % index)
+        if not _NAME_RE.match(name):
+            raise AnsibleFilterError(
+                "%s: name must be 1-63 letters, digits, '-', '_' or '.' (it is a ConfigMap key and a node label value)" % where)
+        if name in result:
+            raise AnsibleFilterError("%s is defined twice" % where)
+        mode = to_text(cfg.get("mode") or "none")
+        if mode not in SHARING_MODES:
+            raise AnsibleFilterError("%s: unknown mode %r: use one of %s" % (where, mode, ", ".join(SHARING_MODES)))
+        rename_by_default = bool(cfg.get("rename_by_default", False))
+        resources = []
+        if mode != "none":
+            raw = cfg.get("resources")
+            if raw is None:
+                if cfg.get("replicas") is None:
+                    raise AnsibleFilterError("%s: %s needs replicas (or resources with replicas)" % (where, mode))
+                raw = [{"name": GPU, "replicas": cfg.get("replicas")}]
+            if not raw:
+                raise AnsibleFilterError("%s: %s needs at least one resource" % (where, mode))
+            seen = set()
+            for res in raw:
+                if not isinstance(res, Mapping):
+                    raise AnsibleFilterError("%s: each resource must be a mapping {name, replicas}, got %r" % (where, res))
+                rname = to_text(res.get("name") or GPU)
+                if not _RESOURCE_RE.match(rname):
+                    raise AnsibleFilterError("%s: %r is not an NVIDIA resource name (nvidia.com/...)" % (where, rname))
+                if rname in seen:
+                    raise AnsibleFilterError("%s: resource %s is listed twice" % (where, rname))
+                seen.add(rname)
+                replicas = _int(res.get("replicas"), "%s: replicas of %s" % (where, rname))
+                if replicas < 1:
+                    raise AnsibleFilterError(
+                        "%s: replicas of %s must be at least 1, got %d" % (where, rname, replicas))
+                if mode == "mps" and rname.startswith(MIG_PREFIX):
+                    raise AnsibleFilterError(
+                        "%s: MPS cannot share MIG devices (%s); use time-slicing for MIG or disable MIG" % (where, rname))
+                if rname.startswith(MIG_PREFIX) and mig_strategy != "mixed":
+                    raise AnsibleFilterError(
+                        "%s: %s exists only under the mixed MIG strategy (the strategy is %s)" % (where, rname, mig_strategy))
+                entry = {"name": rname, "replicas": replicas}
+                if res.get("rename"):
+                    entry["rename"] = to_text(res["rename"])
+                resources.append(entry)
+        doc = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
+        if mode == "time-slicing":
+            doc["sharing"] = {"timeSlicing": {
+                "renameByDefault": rename_by_default,
+                "failRequestsGreaterThanOne": bool(cfg.get("fail_requests_greater_than_one", False)),
+                "resources": resources}}
+        elif mode == "mps":
+            # MPS always fails requests for more than one replica: nothing to set.
+            doc["sharing"] = {"mps": {"renameByDefault": rename_by_default, "resources": resources}}
+        result[name] = {"mode": mode, "resources": resources, "rename_by_default": rename_by_default, "document": doc}
+    return result
+
+
+def _mig_profiles(gpus):
+    """(full GPUs without MIG, {profile: MIG device count}, MIG in use?) from nvml facts."""
+    full, profiles, mig = 0, {}, False
+    for gpu in gpus or []:
+        state = (gpu.get("mig") or {})
+        if state.get("current_mode") == "enabled":
+            mig = True
+            for dev in state.get("devices") or []:
+                profile = to_text(dev.get("profile") or "")
+                profiles[profile] = profiles.get(profile, 0) + 1
+        else:
+            full += 1
+    return full, profiles, mig
+
+
+def _base_resources(node, strategy):
+    """Device-plugin resources of one node before sharing, and whether it uses MIG."""
+    name = node["name"]
+    planned = node.get("mig_k8s_resources")
+    facts = node.get("nvidia") or {}
+    if planned:
+        if not isinstance(planned, Mapping):
+            raise AnsibleFilterError("node %s: mig_k8s_resources must be a mapping per strategy" % name)
+        if strategy in planned:
+            counts = dict((to_text(k), _int(v, "node %s: mig_k8s_resources.%s.%s" % (name, strategy, k)))
+                          for k, v in (planned[strategy] or {}).items())
+            planned_mig = [k for k in list(counts) + list(planned.get("mixed") or {}) if to_text(k).startswith(MIG_PREFIX)]
+            return counts, bool(planned_mig) or _mig_profiles(facts.get("gpus"))[2]
+    if not facts.get("present"):
+        return {}, False
+    full, profiles, mig = _mig_profiles(facts.get("gpus"))
+    if not facts.get("gpus"):
+        full = _int(facts.get("gpu_count") or 0, "node %s: gpu_count" % name)
+    if not mig:
+        return {GPU: full}, False
+    if strategy == "none":
+        return ({GPU: full} if full else {}), True
+    if strategy == "single":
+        if full or len(profiles) > 1:
+            found = ["%d full GPU(s)" % full] if full else []
+            found += ["%d x %s" % (n, p) for p, n in sorted(profiles.items())]
+            raise AnsibleFilterError(
+                "node %s: the single MIG strategy needs every GPU MIG-enabled with one profile, found %s; "
+                "use the mixed strategy or one MIG profile per node" % (name, ", ".join(found)))
+        return {GPU: sum(profiles.values())}, True
+    counts = dict((MIG_PREFIX + p, n) for p, n in profiles.items())
+    if full:
+        counts[GPU] = full
+    return counts, True
+
+
+def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
+    """Per node and in total, the GPU resources Kubernetes should advertise.
+
+    ``nodes``: list of ``{name, host, nvidia (nvml facts), mig_k8s_resources, config}``
+    (``config``: the node's ``nvidia.com/device-plugin.config`` label, else
+    ``default_config``). ``sharing``: the output of ``gpu_sharing_configs``.
+    """
+    if mig_strategy not in MIG_STRATEGIES:
+        raise AnsibleFilterError("unknown MIG strategy %r: use one of %s" % (mig_strategy, ", ".join(MIG_STRATEGIES)))
+    sharing = sharing or {}
+    out = {"mig_strategy": mig_strategy, "nodes": {}, "resources": {}, "by_product": {}, "missing_facts": []}
+    for node in nodes or []:
+        if not isinstance(node, Mapping) or not node.get("name"):
+            raise AnsibleFilterError("each node must be a mapping with a name, got %r" % (node,))
+        name = to_text(node["name"])
+        if name in out["nodes"]:
+            raise AnsibleFilterError("Kubernetes node name %s is used by two inventory hosts" % name)
+        facts = node.get("nvidia")
+        if facts is None and not node.get("mig_k8s_resources"):
+            out["missing_facts"].append(to_text(node.get("host") or name))
+        base, mig = _base_resources(node, mig_strategy)
+        config = to_text(node.get("config") or default_config or "")
+        resources = dict(base)
+        if config:
+            if config not in sharing:
+                raise AnsibleFilterError("node %s selects device-plugin config %r, which is not defined (defined: %s)"
+                                         % (name, config, ", ".join(sorted(sharing)) or "none"))
+            cfg = sharing[config]
+            if cfg["mode"] == "mps" and mig:
+                raise AnsibleFilterError(
+                    "node %s: MPS sharing (config %r) cannot be used with MIG; select a time-slicing config "
+                    "for this node or disable MIG on it" % (name, config))
+            for res in cfg["resources"]:
+                count = resources.pop(res["name"], None)
+                if count is None:
+                    continue
+                new = res.get("rename") or (res["name"] + ".shared" if cfg["rename_by_default"] else res["name"])
+                resources[new] = resources.get(new, 0) + count * res["replicas"]
+        gpus = (facts or {}).get("gpus") or []
+        product = gpu_product_label(gpus[0].get("name")) if gpus else None
+        out["nodes"][name] = {
+            "host": to_text(node.get("host") or name),
+            "product": product,
+            "gpu_count": len(gpus) if gpus else int((facts or {}).get("gpu_count") or 0),
+            "mig": mig,
+            "config": config or None,
+            "resources": resources,
+        }
+        for res, count in resources.items():
+            out["resources"][res] = out["resources"].get(res, 0) + count
+            if product:
+                per = out["by_product"].setdefault(product, {})
+                per[res] = per.get(res, 0) + count
+    return out
+
+
+def gpu_quota_check(requests, capacity, what="quota"):
+    """Fail when requested GPU resources exceed the fleet; returns the requests unchanged."""
+    total = (capacity or {}).get("resources") or {}
+    over = []
+    for res, qty in sorted((requests or {}).items()):
+        if not to_text(res).startswith("nvidia.com/") and not to_text(res).startswith("requests.nvidia.com/") \
+                and not to_text(res).startswith("limits.nvidia.com/"):
+            continue
+        plain = to_text(res).split(".", 1)[1] if to_text(res).startswith(("requests.", "limits.")) else to_text(res)
+        want = _int(qty, "%s %s" % (what, res))
+        have = total.get(plain, 0)
+        if want > have:
+            over.append("%s=%d but the fleet has %d" % (res, want, have))
+    if over:
+        raise AnsibleFilterError("%s is larger than the fleet: %s (capacity from the node facts: %s)"
+                                 % (what, "; ".join(over), ", ".join("%s=%d" % kv for kv in sorted(total.items())) or "no GPUs"))
+    return requests
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "gpu_capacity": gpu_capacity,
+            "gpu_sharing_configs": gpu_sharing_configs,
+            "gpu_product_label": gpu_product_label,
+            "gpu_quota_check": gpu_quota_check,
+        }

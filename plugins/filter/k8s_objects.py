@@ -1,0 +1,294 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Put Kubernetes objects in apply order and render them as manifests.
+
+One ordering serves both the API (kubernetes.core.k8s, one task per phase) and
+the GitOps render (one multi-document file per layer), so what is rendered is
+exactly what would be applied, in the same order.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.six import string_types
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    yaml = None
+
+try:
+    from collections.abc import Mapping, Sequence
+except ImportError:  # pragma: no cover
+    from collections import Mapping, Sequence
+
+# Within one scope, the kinds that others depend on come first (the order Helm
+# installs in); kinds not listed (custom resources) follow, by name.
+KIND_WEIGHT = dict((kind, i) for i, kind in enumerate([
+    "Namespace", "CustomResourceDefinition", "PriorityClass", "NetworkPolicy",
+    "ResourceQuota", "LimitRange", "PodDisruptionBudget", "ServiceAccount",
+    "Secret", "ConfigMap", "StorageClass", "PersistentVolume",
+    "PersistentVolumeClaim", "ClusterRole", "ClusterRoleBinding", "Role",
+    "RoleBinding", "Service", "DaemonSet", "Pod", "ReplicaSet", "Deployment",
+    "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress", "APIService",
+]))
+
+# Built-in kinds that are cluster-scoped even when a namespace is (wrongly) set.
+CLUSTER_KINDS = frozenset([
+    "Namespace", "CustomResourceDefinition", "PriorityClass", "ClusterRole",
+    "ClusterRoleBinding", "StorageClass", "PersistentVolume", "IngressClass",
+    "APIService", "Node", "RuntimeClass", "DeviceClass",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+])
+
+PHASE_NAMESPACES = 0
+PHASE_CRDS = 1
+PHASE_CLUSTER = 2
+PHASE_NAMESPACED = 3
+
+
+def _plain(value):
+    """Deep copy into plain dict/list/str/int/float/bool/None (drops Ansible tags)."""
+    if isinstance(value, Mapping):
+        return dict((to_text(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, string_types):
+        return to_text(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Sequence):
+        return [_plain(v) for v in value]
+    raise AnsibleFilterError("cannot render value %r of type %s as YAML" % (value, type(value).__name__))
+
+
+def _identity(obj):
+    if not isinstance(obj, Mapping):
+        raise AnsibleFilterError("each Kubernetes object must be a mapping, got %r" % (obj,))
+    meta = obj.get("metadata")
+    if not obj.get("apiVersion") or not obj.get("kind") or not isinstance(meta, Mapping) or not meta.get("name"):
+        raise AnsibleFilterError(
+            "each Kubernetes object needs apiVersion, kind and metadata.name; got %s"
+            % (dict((k, obj.get(k)) for k in ("apiVersion", "kind", "metadata")),))
+    return to_text(obj["apiVersion"]), to_text(obj["kind"]), to_text(meta.get("namespace") or ""), to_text(meta["name"])
+
+
+def k8s_phase(obj):
+    """Apply phase of one object: 0 namespaces, 1 CRDs, 2 cluster-scoped, 3 namespaced."""
+    api_version, kind, namespace, dummy = _identity(obj)
+    if kind == "Namespace" and api_version == "v1":
+        return PHASE_NAMESPACES
+    if kind == "CustomResourceDefinition":
+        return PHASE_CRDS
+    if kind in CLUSTER_KINDS or not namespace:
+        return PHASE_CLUSTER
+    return PHASE_NAMESPACED
+
+
+def _sort_key(obj):
+    api_version, kind, namespace, name = _identity(obj)
+    group = api_version.rpartition("/")[0]
+    return (k8s_phase(obj), KIND_WEIGHT.get(kind, len(KIND_WEIGHT)), group, kind, namespace, name)
+
+
+def k8s_apply_order(objects):
+    """Objects sorted into apply order; duplicates (same apiVersion group, kind, namespace, name) are an error."""
+    if objects is None:
+        return []
+    if isinstance(objects, Mapping) or isinstance(objects, string_types):
+        raise AnsibleFilterError("k8s_apply_order expects a list of Kubernetes objects")
+    seen = {}
+    for obj in objects:
+        api_version, kind, namespace, name = _identity(obj)
+        key = (api_version.rpartition("/")[0], kind, namespace, name)
+        if key in seen:
+            raise AnsibleFilterError(
+                "duplicate Kubernetes object %s %s%s: each object must be defined once"
+                % (kind, namespace + "/" if namespace else "", name))
+        seen[key] = True
+    return sorted(objects, key=_sort_key)
+
+
+def k8s_phases(objects):
+    """Split objects (in apply order) into the phases applied one after another.
+
+    Returns ``{"namespaces": [...], "crds": [...], "resources": [...]}``:
+    CRDs are applied and waited for (Established) before any other resource.
+    """
+    result = {"namespaces": [], "crds": [], "resources": []}
+    for obj in k8s_apply_order(objects):
+        phase = k8s_phase(obj)
+        if phase == PHASE_NAMESPACES:
+            result["namespaces"].append(obj)
+        elif phase == PHASE_CRDS:
+            result["crds"].append(obj)
+        else:
+            result["resources"].append(obj)
+    return result
+
+
+class _ManifestDumper(yaml.SafeDumper if yaml else object):
+    """Block style for multi-line strings, so embedded config files stay readable."""
+
+
+def _represent_str(dumper, data):
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+if yaml:
+    _ManifestDumper.add_representer(type(u""), _represent_str)
+
+
+def k8s_manifest(objects, header=None):
+    """Objects in apply order as one multi-document YAML string (keys sorted: deterministic)."""
+    if yaml is None:  # pragma: no cover
+        raise AnsibleFilterError("PyYAML is required for k8s_manifest")
+    docs = []
+    if header:
+        docs.append("".join("# %s\n" % line for line in to_text(header).splitlines()))
+    for obj in k8s_apply_order(objects):
+        text = yaml.dump(_plain(obj), Dumper=_ManifestDumper, default_flow_style=False,
+                         sort_keys=True, allow_unicode=True, width=1000)
+        docs.append("---\n" + text)
+    return "".join(docs)
+
+
+def k8s_yaml(value):
+    """One value as a deterministic YAML document (Helm values files, release descriptors)."""
+    if yaml is None:  # pragma: no cover
+        raise AnsibleFilterError("PyYAML is required for k8s_yaml")
+    return "---\n" + yaml.dump(_plain(value), Dumper=_ManifestDumper, default_flow_style=False,
+                               sort_keys=True, allow_unicode=True, width=1000)
+
+
+def k8s_api_kinds(apis):
+    """Flatten kubernetes.core.k8s_cluster_info ``apis`` into sorted ``apiVersion/Kind`` strings."""
+    if not apis:
+        return []
+    if not isinstance(apis, Mapping):
+        raise AnsibleFilterError("k8s_api_kinds expects the apis mapping returned by kubernetes.core.k8s_cluster_info")
+    kinds = set()
+    for group_version, resources in apis.items():
+        for kind in (resources or {}):
+            kinds.add("%s/%s" % (to_text(group_version), to_text(kind)))
+    return sorted(kinds)
+
+
+def k8s_helm_release(release):
+    """Normalise one Helm release into what kubernetes.core.helm and the render need.
+
+    Input keys: name, namespace, chart, version, values, repo_url (HTTP(S) Helm
+    repository or mirror, or an ``oci://`` registry path), chart_path (a local
+    chart archive or folder for air-gapped sites; wins over repo_url),
+    create_namespace (default true), wait (default true), wait_timeout,
+    sensitive (hide values from logs).
+    """
+    if not isinstance(release, Mapping):
+        raise AnsibleFilterError("a Helm release must be a mapping, got %r" % (release,))
+    missing = [k for k in ("name", "namespace", "version") if not release.get(k)]
+    if not release.get("chart") and not release.get("chart_path"):
+        missing.append("chart (or chart_path)")
+    if missing:
+        raise AnsibleFilterError("Helm release %s lacks %s" % (release.get("name", "?"), ", ".join(missing)))
+    values = release.get("values")
+    values = {} if values is None else values
+    if not isinstance(values, Mapping):
+        raise AnsibleFilterError("Helm release %s: values must be a mapping" % release["name"])
+    chart = to_text(release.get("chart") or "")
+    repo = to_text(release.get("repo_url") or "")
+    path = to_text(release.get("chart_path") or "")
+    if path:
+        chart_ref, repo_url, source = path, None, "path"
+    elif repo.startswith("oci://"):
+        chart_ref, repo_url, source = repo.rstrip("/") + "/" + chart, None, "oci"
+    elif repo:
+        chart_ref, repo_url, source = chart, repo, "repo"
+    else:
+        raise AnsibleFilterError("Helm release %s needs repo_url (repository, mirror or oci://) or chart_path" % release["name"])
+    return {
+        "name": to_text(release["name"]),
+        "namespace": to_text(release["namespace"]),
+        "chart": chart or None,
+        "chart_ref": chart_ref,
+        "chart_repo_url": repo_url,
+        "chart_version": to_text(release["version"]),
+        "source": source,
+        "values": values,
+        "create_namespace": bool(release.get("create_namespace", True)),
+        "wait": bool(release.get("wait", True)),
+        "wait_timeout": release.get("wait_timeout"),
+        "sensitive": bool(release.get("sensitive", False)),
+    }
+
+
+def k8s_release_files(releases):
+    """The render of Helm releases: ``[{path, content}]``, a descriptor and a values file each."""
+    files = []
+    for release in releases or []:
+        rel = k8s_helm_release(release)
+        descriptor = {
+            "name": rel["name"],
+            "namespace": rel["namespace"],
+            "chart": rel["chart"] or rel["chart_ref"],
+            "version": rel["chart_version"],
+            "createNamespace": rel["create_namespace"],
+            "valuesFile": "values.yaml",
+        }
+        if rel["source"] == "repo":
+            descriptor["repoURL"] = rel["chart_repo_url"]
+        elif rel["source"] == "oci":
+            descriptor["repoURL"] = rel["chart_ref"].rpartition("/")[0]
+        else:
+            descriptor["chartPath"] = rel["chart_ref"]
+        base = "helm/%s/" % rel["name"]
+        files.append({"path": base + "release.yaml", "content": k8s_yaml(descriptor)})
+        files.append({"path": base + "values.yaml", "content": k8s_yaml(rel["values"])})
+    return files
+
+
+def k8s_served(objects, api_kinds, served=True):
+    """Objects whose apiVersion/Kind is (or, with served=false, is not) in api_kinds."""
+    kinds = set(to_text(k) for k in (api_kinds or []))
+    return [o for o in (objects or []) if (("%s/%s" % _identity(o)[:2]) in kinds) == bool(served)]
+
+
+def k8s_stats_lines(stats):
+    """Human summary of gpuops_k8s_stats: one headline, then one line per layer."""
+    stats = stats or {}
+    layers = sorted(stats.get("layers") or [], key=lambda l: (l.get("order", 0), l.get("name", "")))
+    rendered = stats.get("mode") == "render"
+    head = "Kubernetes GPU stack %s: %d layers, %d objects, %d Helm releases" % (
+        "rendered into %s" % stats.get("render_dir") if rendered else "applied",
+        len(layers), int(stats.get("objects") or 0), int(stats.get("releases") or 0))
+    lines = [head]
+    for layer in layers:
+        line = "%02d %s: %d objects" % (int(layer.get("order", 0)), layer.get("name"), int(layer.get("objects") or 0))
+        if layer.get("releases"):
+            line += ", releases %s" % ", ".join(layer["releases"])
+        if not rendered:
+            line += ", changed" if layer.get("changed") else ", unchanged"
+        lines.append(line)
+    return lines
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "k8s_apply_order": k8s_apply_order,
+            "k8s_phases": k8s_phases,
+            "k8s_manifest": k8s_manifest,
+            "k8s_yaml": k8s_yaml,
+            "k8s_api_kinds": k8s_api_kinds,
+            "k8s_helm_release": k8s_helm_release,
+            "k8s_release_files": k8s_release_files,
+            "k8s_served": k8s_served,
+            "k8s_stats_lines": k8s_stats_lines,
+        }

@@ -1,0 +1,39 @@
+"""Fixtures for the Kubernetes render tests (see k8s_support for the API)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from k8s_support import ROOT
+
+
+@pytest.fixture(scope="session")
+def installed_collection(tmp_path_factory):
+    """This checkout built and installed into a temporary collections path, once per session."""
+    bindir = Path(sys.executable).parent
+    dist = tmp_path_factory.mktemp("dist")
+    dest = tmp_path_factory.mktemp("collections")
+    env = dict(os.environ, PATH=str(bindir) + os.pathsep + os.environ.get("PATH", ""))
+    subprocess.run([str(bindir / "ansible-galaxy"), "collection", "build", "--force", "--output-path", str(dist)],
+                   cwd=str(ROOT), env=env, check=True, stdout=subprocess.DEVNULL)
+    archive = next(dist.glob("gpuops-platform-*.tar.gz"))
+    subprocess.run([str(bindir / "ansible-galaxy"), "collection", "install", "--offline", "--force",
+                    "-p", str(dest), str(archive)], cwd=str(ROOT), env=env, check=True, stdout=subprocess.DEVNULL)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def render(installed_collection, tmp_path_factory):
+    """``render(name, extra_vars=None, nodes=None, expect_failure=False)`` -> k8s_support.Rendered.
+
+    Runs cluster.yml in render mode with the installed collection, in a fresh
+    folder per call. Call it from a module-scoped fixture, once per configuration.
+    """
+    from k8s_support import render_cluster
+
+    def _render(name, extra_vars=None, nodes=None, expect_failure=False):
+        return render_cluster(tmp_path_factory.mktemp(name), extra_vars=extra_vars, nodes=nodes,
+                              expect_failure=expect_failure, collections_path=installed_collection)
+    return _render

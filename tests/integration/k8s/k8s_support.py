@@ -1,0 +1,341 @@
+"""Render ``playbooks/cluster.yml`` without a cluster and check what it renders.
+
+Import from tests under ``tests/integration/k8s/`` (pytest puts this folder on
+sys.path)::
+
+    from k8s_support import (render_cluster, load_facts, validate_objects,
+                             validate_builtin, validate_custom, check_helm_values,
+                             DEFAULT_K8S_VERSION)
+
+API
+---
+render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False) -> Rendered
+    Run ``ansible-playbook playbooks/cluster.yml`` from the repository root in
+    render mode (``gpuops_k8s_render_dir`` = ``workdir/rendered``), against an
+    inventory written into ``workdir``: ``localhost`` is ``k8s_control``, and
+    every entry of ``nodes`` is a ``gpu_nodes`` host that is never connected to.
+    ``nodes`` maps an inventory hostname to a dict with:
+      ``facts``: the host's ``ansible_facts.nvidia`` (a dict, or the name of a
+                 facts file found by :func:`load_facts`),
+      ``mig_k8s_resources``: optional host fact of the MIG plan,
+      ``vars``: optional other host variables (e.g. gpu_nodes_* per host).
+    Facts are replayed by a first play that sets them as cacheable host facts,
+    exactly as the node layer leaves them for cluster.yml in site.yml.
+    The collection is the one built from this checkout and installed into a
+    temporary collections path once per test session (``installed_collection``
+    fixture in conftest.py passes it in as ``collections_path``).
+    With ``expect_failure`` the run must fail; ``Rendered.output`` holds the
+    combined output for asserting the error message.
+
+Rendered
+    .dir         the render folder (Path)
+    .output      ansible-playbook stdout+stderr
+    .layers      {layer: {"order": int, "objects": [...], "releases": {name: {...}}}}
+    .objects     every object, in apply order (layers by order, then file order)
+    .releases    {release name: {"release": descriptor, "values": values, "layer": name}}
+    .find(kind, name=None, namespace=None) -> list of objects
+    .one(kind, name, namespace=None) -> the single matching object (AssertionError otherwise)
+    .tasks       number of tasks the run executed (ok + changed + failed + skipped, from PLAY RECAP)
+
+validate_builtin(obj, version=DEFAULT_K8S_VERSION)
+    kubernetes-validate in strict mode (unknown fields are errors). Raises
+    ``AssertionError`` naming the object; returns False for kinds it does not know
+    (custom resources).
+validate_custom(obj, reference_dir)
+    jsonschema check of a custom resource against the ``openAPIV3Schema`` of its
+    CRD, found by group, kind and served version in ``reference_dir/*/crds``.
+    ``x-kubernetes-preserve-unknown-fields`` and ``x-kubernetes-int-or-string``
+    are honoured; unknown fields are errors (structural schemas prune them).
+validate_objects(objects, reference_dir, version=DEFAULT_K8S_VERSION) -> {"builtin": n, "custom": n}
+    Every object through one of the two; an object that neither knows fails.
+check_helm_values(values, chart_values, free_form=()) -> list of unknown key paths
+    Every key path we set must exist in the upstream chart's ``values.yaml``
+    (a path or a loaded dict). Below an upstream empty map (``{}``), a list or a
+    path named in ``free_form`` (dotted, e.g. ``"hostPaths.kubeletRootDir"``
+    for a key upstream documents in a comment), anything is allowed.
+"""
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import yaml
+from kubernetes_validate.utils import SchemaNotFoundError
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURE_DIRS = [ROOT / "tests" / "fixtures" / "nvml", Path(__file__).resolve().parent / "facts"]
+
+# Kubernetes version the collection targets by default (gpuops_k8s_version).
+DEFAULT_K8S_VERSION = "1.34"
+
+
+def load_facts(name):
+    """``ansible_facts.nvidia`` from a facts file: tests/fixtures/nvml/<name>.json, else ./facts/<name>.json."""
+    for folder in FIXTURE_DIRS:
+        path = folder / ("%s.json" % name)
+        if path.is_file():
+            data = json.loads(path.read_text())
+            # Accept both a bare facts document and a module result.
+            return data.get("ansible_facts", {}).get("nvidia", data)
+    raise FileNotFoundError("no facts file %s.json in %s" % (name, ", ".join(str(f) for f in FIXTURE_DIRS)))
+
+
+class Rendered:
+    def __init__(self, render_dir, output):
+        self.dir = Path(render_dir)
+        self.output = output
+        self.layers = {}
+        self.objects = []
+        self.releases = {}
+        self.tasks = _count_tasks(output)
+        if not self.dir.is_dir():
+            return
+        for layer_dir in sorted(p for p in self.dir.iterdir() if p.is_dir()):
+            order, _, name = layer_dir.name.partition("-")
+            layer = {"order": int(order), "objects": [], "releases": {}, "dir": layer_dir}
+            manifest = layer_dir / "manifests.yaml"
+            if manifest.is_file():
+                layer["objects"] = [d for d in yaml.safe_load_all(manifest.read_text()) if d is not None]
+            helm = layer_dir / "helm"
+            if helm.is_dir():
+                for rel_dir in sorted(helm.iterdir()):
+                    entry = {
+                        "release": yaml.safe_load((rel_dir / "release.yaml").read_text()),
+                        "values": yaml.safe_load((rel_dir / "values.yaml").read_text()) or {},
+                        "layer": name,
+                    }
+                    layer["releases"][rel_dir.name] = entry
+                    self.releases[rel_dir.name] = entry
+            self.layers[name] = layer
+            self.objects.extend(layer["objects"])
+
+    def find(self, kind, name=None, namespace=None):
+        return [o for o in self.objects
+                if o["kind"] == kind
+                and (name is None or o["metadata"]["name"] == name)
+                and (namespace is None or o["metadata"].get("namespace") == namespace)]
+
+    def one(self, kind, name, namespace=None):
+        found = self.find(kind, name, namespace)
+        assert len(found) == 1, "expected one %s %s, found %d in %s" % (
+            kind, name, len(found), sorted({o["kind"] for o in self.objects}))
+        return found[0]
+
+
+def _count_tasks(output):
+    """Tasks executed on all hosts, from the PLAY RECAP (ok + changed + failed + skipped + ignored, per host)."""
+    total = 0
+    for m in re.finditer(r"^\S+\s+:\s+ok=(\d+)\s+changed=\d+\s+unreachable=\d+\s+failed=(\d+)\s+skipped=(\d+)\s+"
+                         r"rescued=\d+\s+ignored=(\d+)", output, re.M):
+        total += sum(int(g) for g in m.groups())
+    return total
+
+
+def _inventory(nodes):
+    hosts = {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}
+    gpu_nodes = {}
+    for host, spec in (nodes or {}).items():
+        hv = dict(spec.get("vars") or {})
+        hv["ansible_connection"] = "local"
+        facts = spec.get("facts")
+        if isinstance(facts, str):
+            facts = load_facts(facts)
+        if facts is not None:
+            hv["gpuops_test_nvidia_facts"] = facts
+        if spec.get("mig_k8s_resources") is not None:
+            hv["gpuops_test_mig_k8s_resources"] = spec["mig_k8s_resources"]
+        hosts[host] = hv
+        gpu_nodes[host] = None
+    return {"all": {"hosts": hosts, "children": {
+        "gpu_nodes": {"hosts": gpu_nodes}, "k8s_control": {"hosts": {"localhost": None}}}}}
+
+
+_REPLAY_PLAY = """---
+# Replay recorded node facts as the node layer leaves them, then the cluster layer.
+- name: Replay GPU node facts
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Set the recorded facts
+      ansible.builtin.set_fact:
+        nvidia: "{{ gpuops_test_nvidia_facts }}"
+        cacheable: true
+      when: gpuops_test_nvidia_facts is defined
+    - name: Set the MIG plan's resource counts
+      ansible.builtin.set_fact:
+        mig_k8s_resources: "{{ gpuops_test_mig_k8s_resources }}"
+      when: gpuops_test_mig_k8s_resources is defined
+
+- name: Kubernetes layer
+  ansible.builtin.import_playbook: %s
+"""
+
+
+def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, collections_path=None,
+                   playbook="playbooks/cluster.yml", timeout=600):
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    render_dir = workdir / "rendered"
+    (workdir / "hosts.yml").write_text(yaml.safe_dump(_inventory(nodes)))
+    (workdir / "play.yml").write_text(_REPLAY_PLAY % (ROOT / playbook))
+    evars = dict(extra_vars or {})
+    evars.setdefault("gpuops_k8s_render_dir", str(render_dir))
+    (workdir / "extra_vars.json").write_text(json.dumps(evars))
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+    })
+    if collections_path:
+        env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join([str(collections_path), str(ROOT / "collections")])
+    bindir = Path(sys.executable).parent
+    env["PATH"] = str(bindir) + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run(
+        [str(bindir / "ansible-playbook"), "-i", str(workdir / "hosts.yml"), str(workdir / "play.yml"),
+         "-e", "@%s" % (workdir / "extra_vars.json")],
+        cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    output = proc.stdout
+    (workdir / "output.txt").write_text(output)
+    if expect_failure:
+        assert proc.returncode != 0, "cluster.yml should have failed:\n" + output[-3000:]
+    else:
+        assert proc.returncode == 0, "cluster.yml failed (rc %d):\n%s" % (proc.returncode, output[-6000:])
+    return Rendered(render_dir, output)
+
+
+def _describe(obj):
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return "%s %s%s" % (obj.get("kind"), ns + "/" if ns else "", meta.get("name"))
+
+
+def validate_builtin(obj, version=DEFAULT_K8S_VERSION):
+    try:
+        kubernetes_validate.validate(copy.deepcopy(obj), version, strict=True)
+    except SchemaNotFoundError:
+        return False
+    except kubernetes_validate.ValidationError as exc:
+        raise AssertionError("%s is not valid Kubernetes %s: %s" % (_describe(obj), version, str(exc).split("\n")[0]))
+    return True
+
+
+_CRD_CACHE = {}
+
+
+def _crds(reference_dir):
+    key = str(reference_dir)
+    if key not in _CRD_CACHE:
+        index = {}
+        for path in sorted(Path(reference_dir).glob("*/crds/*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if not doc or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                spec = doc["spec"]
+                for ver in spec.get("versions", []):
+                    if ver.get("served", True) and "schema" in ver:
+                        index[(spec["group"], spec["names"]["kind"], ver["name"])] = (
+                            ver["schema"]["openAPIV3Schema"], spec.get("scope"), path)
+        _CRD_CACHE[key] = index
+    return _CRD_CACHE[key]
+
+
+def _to_jsonschema(schema):
+    """OpenAPI v3 (structural, Kubernetes flavour) to JSON Schema: unknown fields are errors."""
+    if isinstance(schema, list):
+        return [_to_jsonschema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("properties", "patternProperties"):
+            out[key] = dict((k, _to_jsonschema(v)) for k, v in value.items())
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            out[key] = _to_jsonschema(value)
+        elif key in ("allOf", "anyOf", "oneOf"):
+            out[key] = _to_jsonschema(value)
+        elif key == "x-kubernetes-int-or-string" and value:
+            out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+        elif key == "nullable" and value:
+            out["__nullable"] = True
+        elif key.startswith("x-kubernetes-") or key in ("description", "example", "externalDocs", "format"):
+            # format is advisory on the API server (int32, date-time, quantity...)
+            continue
+        else:
+            out[key] = value
+    if "__nullable" in out:
+        del out["__nullable"]
+        if isinstance(out.get("type"), str):
+            out["type"] = [out["type"], "null"]
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+    if out.get("type") == "object" and "properties" in out and "additionalProperties" not in out \
+            and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
+
+def validate_custom(obj, reference_dir):
+    group, _, version = obj["apiVersion"].rpartition("/")
+    found = _crds(reference_dir).get((group, obj["kind"], version))
+    if not found:
+        raise AssertionError("no CRD in %s serves %s/%s (%s)" % (reference_dir, obj["apiVersion"], obj["kind"], _describe(obj)))
+    schema, scope, path = found
+    schema = _to_jsonschema(schema)
+    props = schema.setdefault("properties", {})
+    # The API server checks metadata itself; the CRD schema leaves it open.
+    props["metadata"] = {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253},
+        "namespace": {"type": "string"}, "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}, "additionalProperties": False}
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(obj), key=lambda e: list(e.path))
+    if errors:
+        raise AssertionError("%s does not match the CRD in %s:\n%s" % (
+            _describe(obj), path, "\n".join("  %s: %s" % ("/".join(str(p) for p in e.path), e.message) for e in errors[:10])))
+    namespaced = bool((obj.get("metadata") or {}).get("namespace"))
+    if scope == "Namespaced" and not namespaced:
+        raise AssertionError("%s is namespaced (CRD %s) but has no metadata.namespace" % (_describe(obj), path.name))
+    if scope == "Cluster" and namespaced:
+        raise AssertionError("%s is cluster-scoped (CRD %s) but has a metadata.namespace" % (_describe(obj), path.name))
+    return True
+
+
+def validate_objects(objects, reference_dir, version=DEFAULT_K8S_VERSION):
+    counts = {"builtin": 0, "custom": 0}
+    for obj in objects:
+        if validate_builtin(obj, version):
+            counts["builtin"] += 1
+        else:
+            validate_custom(obj, reference_dir)
+            counts["custom"] += 1
+    return counts
+
+
+def check_helm_values(values, chart_values, free_form=()):
+    if not isinstance(chart_values, dict):
+        chart_values = yaml.safe_load(Path(chart_values).read_text()) or {}
+    free = set(free_form)
+    unknown = []
+
+    def walk(ours, theirs, path):
+        for key, value in ours.items():
+            here = "%s.%s" % (path, key) if path else str(key)
+            if here in free:
+                continue
+            if not isinstance(theirs, dict) or key not in theirs:
+                unknown.append(here)
+                continue
+            upstream = theirs[key]
+            if isinstance(value, dict) and isinstance(upstream, dict) and upstream:
+                walk(value, upstream, here)
+            # Below an empty upstream map, a list or a scalar slot, the chart takes what we give.
+    walk(values or {}, chart_values, "")
+    return unknown

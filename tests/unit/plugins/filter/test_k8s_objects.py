@@ -1,0 +1,121 @@
+"""Apply order, phases and render of the k8s_apply mechanism's filter."""
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.platform.plugins.filter import k8s_objects as f
+
+
+def obj(kind, name, namespace=None, api="v1", **extra):
+    meta = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    o = {"apiVersion": api, "kind": kind, "metadata": meta}
+    o.update(extra)
+    return o
+
+
+MIXED = [
+    obj("LocalQueue", "default", "team-a", api="kueue.x-k8s.io/v1beta1"),
+    obj("ConfigMap", "cfg", "gpu-operator", data={"a": "b"}),
+    obj("ClusterQueue", "gpu", api="kueue.x-k8s.io/v1beta1"),
+    obj("CustomResourceDefinition", "queues.example.com", api="apiextensions.k8s.io/v1"),
+    obj("RoleBinding", "rb", "team-a", api="rbac.authorization.k8s.io/v1"),
+    obj("Namespace", "team-a"),
+    obj("PriorityClass", "batch", api="scheduling.k8s.io/v1"),
+    obj("ResourceQuota", "gpu", "team-a"),
+    obj("Namespace", "gpu-operator"),
+]
+
+
+def kinds(objs):
+    return [o["kind"] for o in objs]
+
+
+def test_apply_order_namespaces_then_crds_then_cluster_then_namespaced():
+    ordered = f.k8s_apply_order(MIXED)
+    assert kinds(ordered) == ["Namespace", "Namespace", "CustomResourceDefinition", "PriorityClass",
+                              "ClusterQueue", "ResourceQuota", "ConfigMap", "RoleBinding", "LocalQueue"]
+    assert [o["metadata"]["name"] for o in ordered[:2]] == ["gpu-operator", "team-a"]
+
+
+def test_apply_order_is_independent_of_input_order():
+    assert f.k8s_apply_order(MIXED) == f.k8s_apply_order(list(reversed(MIXED)))
+
+
+def test_phases_split_crds_from_their_resources():
+    phases = f.k8s_phases(MIXED)
+    assert kinds(phases["namespaces"]) == ["Namespace", "Namespace"]
+    assert kinds(phases["crds"]) == ["CustomResourceDefinition"]
+    assert "CustomResourceDefinition" not in kinds(phases["resources"])
+    assert len(phases["resources"]) == len(MIXED) - 3
+
+
+def test_duplicate_object_is_an_error():
+    with pytest.raises(AnsibleFilterError, match="duplicate Kubernetes object ConfigMap gpu-operator/cfg"):
+        f.k8s_apply_order([MIXED[1], dict(MIXED[1])])
+
+
+@pytest.mark.parametrize("bad", [{"kind": "ConfigMap", "metadata": {"name": "x"}}, {"apiVersion": "v1", "kind": "X"}, "text"])
+def test_incomplete_object_is_an_error(bad):
+    with pytest.raises(AnsibleFilterError):
+        f.k8s_apply_order([bad])
+
+
+def test_manifest_round_trips_in_apply_order_with_block_strings():
+    objs = MIXED + [obj("ConfigMap", "multi", "gpu-operator", data={"cfg": "version: v1\nflags: {}\n"})]
+    text = f.k8s_manifest(objs, header="Layer x")
+    assert text.startswith("# Layer x\n---\n")
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    assert docs == f.k8s_apply_order(objs)
+    assert "cfg: |" in text
+    assert f.k8s_manifest(list(reversed(objs)), header="Layer x") == text
+
+
+def test_helm_release_sources():
+    base = {"name": "r", "namespace": "ns", "chart": "c", "version": "1.2.3", "values": {"a": 1}}
+    repo = f.k8s_helm_release(dict(base, repo_url="https://charts.example/x"))
+    assert (repo["chart_ref"], repo["chart_repo_url"], repo["source"]) == ("c", "https://charts.example/x", "repo")
+    oci = f.k8s_helm_release(dict(base, repo_url="oci://ghcr.io/org/charts/"))
+    assert (oci["chart_ref"], oci["chart_repo_url"], oci["source"]) == ("oci://ghcr.io/org/charts/c", None, "oci")
+    path = f.k8s_helm_release(dict(base, repo_url="https://x", chart_path="/srv/c-1.2.3.tgz"))
+    assert (path["chart_ref"], path["source"]) == ("/srv/c-1.2.3.tgz", "path")
+    assert repo["create_namespace"] is True and repo["wait"] is True
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"name": "r", "namespace": "ns", "chart": "c", "repo_url": "https://x"}, "lacks version"),
+    ({"name": "r", "namespace": "ns", "chart": "c", "version": "1"}, "needs repo_url"),
+    ({"name": "r", "namespace": "ns", "chart": "c", "version": "1", "repo_url": "https://x", "values": []}, "values must be a mapping"),
+])
+def test_helm_release_errors(bad, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        f.k8s_helm_release(bad)
+
+
+def test_release_files_descriptor_and_values():
+    files = f.k8s_release_files([{"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator",
+                                  "version": "v26.7.0", "repo_url": "https://helm.ngc.nvidia.com/nvidia",
+                                  "values": {"driver": {"enabled": False}}}])
+    assert [x["path"] for x in files] == ["helm/gpu-operator/release.yaml", "helm/gpu-operator/values.yaml"]
+    desc = yaml.safe_load(files[0]["content"])
+    assert desc == {"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator", "version": "v26.7.0",
+                    "repoURL": "https://helm.ngc.nvidia.com/nvidia", "createNamespace": True, "valuesFile": "values.yaml"}
+    assert yaml.safe_load(files[1]["content"]) == {"driver": {"enabled": False}}
+
+
+def test_api_kinds_and_served():
+    apis = {"v1": {"Pod": {}, "ConfigMap": {}}, "monitoring.coreos.com/v1": {"ServiceMonitor": {}}}
+    kinds_ = f.k8s_api_kinds(apis)
+    assert kinds_ == ["monitoring.coreos.com/v1/ServiceMonitor", "v1/ConfigMap", "v1/Pod"]
+    served = f.k8s_served(MIXED, kinds_)
+    assert kinds(served) == ["ConfigMap"]
+    assert len(f.k8s_served(MIXED, kinds_, served=False)) == len(MIXED) - 1
+
+
+def test_stats_lines():
+    lines = f.k8s_stats_lines({"mode": "apply", "objects": 3, "releases": 1, "layers": [
+        {"name": "b", "order": 20, "objects": 2, "releases": [], "changed": False},
+        {"name": "a", "order": 10, "objects": 1, "releases": ["gpu-operator"], "changed": True}]})
+    assert lines == ["Kubernetes GPU stack applied: 2 layers, 3 objects, 1 Helm releases",
+                     "10 a: 1 objects, releases gpu-operator, changed", "20 b: 2 objects, unchanged"]
