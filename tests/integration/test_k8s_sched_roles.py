@@ -76,7 +76,7 @@ def test_every_helm_value_exists_in_the_upstream_chart(rendered, shared_referenc
     for role, entry in data.items():
         if entry["release"] is None:
             continue
-        assert entry["release"]["chart_version"], role
+        assert entry["release"]["version"], role
         assert unknown_value_keys(entry["release"]["values"], chart_values(shared_reference, role)) == [], role
 
 

@@ -1,4 +1,4 @@
-"""Capacity facts of the test fleets, in the shape the capacity fact has."""
+"""Capacity facts of the test fleets, in the shape gpuops.platform.gpu_capacity returns."""
 
 HGX_H100 = "NVIDIA-H100-80GB-HBM3"
 L40S = "NVIDIA-L40S"
@@ -7,15 +7,16 @@ H200 = "NVIDIA-H200"
 
 def fleet(nodes):
     """nodes: {name: (product, {resource: count})} -> capacity fact."""
-    products = {}
+    by_product, total = {}, {}
     for name, (product, resources) in nodes.items():
-        entry = products.setdefault(product, {"nodes": [], "resources": {}})
-        entry["nodes"].append(name)
+        per = by_product.setdefault(product, {})
         for res, count in resources.items():
-            entry["resources"][res] = entry["resources"].get(res, 0) + count
+            per[res] = per.get(res, 0) + count
+            total[res] = total.get(res, 0) + count
     return {
-        "nodes": {name: {"product": p, "resources": r} for name, (p, r) in nodes.items()},
-        "products": products,
+        "nodes": {name: {"host": name, "product": p, "resources": r} for name, (p, r) in nodes.items()},
+        "by_product": by_product,
+        "resources": total,
     }
 
 
