@@ -4,7 +4,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-PYTHON=$(find_python 3.12 3.11 3.10) || die "ansible-core 2.17 needs Python 3.10-3.12 on the controller."
+PYTHON=$(find_python 3.11 3.12 3.10) || die "ansible-core 2.17 needs Python 3.10-3.12 on the controller."
 venv_sync "$ROOT/.venv-compat" "$PYTHON" requirements/compat.txt
 export PATH="$ROOT/.venv-compat/bin:$PATH"
 ansible --version | head -1

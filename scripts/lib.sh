@@ -1,5 +1,6 @@
 # Shared helpers for the scripts in this folder. Source it; do not run it.
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # the variables below are used by the scripts that source this file
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"

@@ -42,8 +42,12 @@ sys.exit(subprocess.call([sys.executable, "-m", "pip", "install"] + args))
 PY
 fi
 
-stage="$CACHE/sanity/ansible_collections/gpuops/platform"
-rm -rf "$CACHE/sanity" && mkdir -p "$stage"
+# Outside any git work tree: inside one, ansible-test would list files with git
+# and find none under an ignored folder.
+stage_root=$(mktemp -d "${TMPDIR:-/tmp}/gpuops-sanity.XXXXXX")
+trap 'rm -rf "$stage_root"' EXIT
+stage="$stage_root/ansible_collections/gpuops/platform"
+mkdir -p "$stage"
 git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$stage"
 cd "$stage"
 ansible-test sanity --venv --requirements --color no "$@"

@@ -3,13 +3,13 @@
 # stage failed. Run one stage with: scripts/test.sh units  (see STAGES below).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 STAGES=(setup lint changelog sanity units integration compat molecule)
 [ $# -gt 0 ] && STAGES=("$@")
 
 stage_setup() {
-  apt_ensure git podman runc debootstrap dpkg-dev uidmap fuse-overlayfs slirp4netns
+  apt_ensure git podman runc debootstrap dpkg-dev uidmap fuse-overlayfs slirp4netns shellcheck
   bash scripts/bootstrap.sh
 }
 stage_lint() { ansible-lint --profile production --offline; }

@@ -88,7 +88,10 @@ def test_execution_environment_context_is_created_offline(repo_root, tmp_path):
     reqs = (tmp_path / "context" / "_build" / "requirements.txt").read_text()
     assert "nvidia-ml-py" in reqs and "tomlkit" in reqs and "kubernetes" in reqs
     galaxy_reqs = yaml.safe_load((tmp_path / "context" / "_build" / "requirements.yml").read_text())
-    assert [c["name"] for c in galaxy_reqs["collections"]] == ["kubernetes.core"]
+    names = [c["name"] for c in galaxy_reqs["collections"]]
+    assert names[0] == "kubernetes.core" and "gpuops/platform" in names[1], names
+    galaxy = yaml.safe_load((repo_root / "galaxy.yml").read_text())
+    assert galaxy_reqs["collections"][1]["version"] == galaxy["version"], "EE pins another collection version"
 
 
 def test_ee_metadata_matches_runtime_requirements(repo_root):

@@ -1,0 +1,627 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""NVIDIA GPU facts through NVML: the collector behind gpuops.platform.nvml_facts.
+
+Pure Python over the ``pynvml`` module object (nvidia-ml-py), passed in by the
+caller, so tests hand it a fake. One nvmlInit per collection; every query runs
+once per GPU (once per link or MIG device where NVML asks per link or device).
+A query NVML answers with NotSupported becomes null, never an exception.
+
+The output is ``ansible_facts.nvidia``; a saved copy of it is a replay file.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ctypes
+import glob
+import json
+import re
+import uuid
+
+KERNEL_MODULE_VERSION_PATHS = ("/sys/module/nvidia/version", "/proc/driver/nvidia/version")
+# Where distributions put libnvidia-ml.so.<version>: the user-space driver version
+# when NVML itself cannot start (the driver/library mismatch).
+USERSPACE_LIBRARY_GLOBS = (
+    "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*.*",
+    "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.*.*",
+    "/usr/lib64/libnvidia-ml.so.*.*",
+    "/usr/lib/libnvidia-ml.so.*.*",
+)
+
+HEALTH_ORDER = {"ok": 0, "warning": 1, "critical": 2}
+
+_VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
+_PROC_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
+
+_COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+_FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+_NVLINK_REMOTE = {0: "gpu", 1: "ibmnpu", 2: "switch"}
+
+
+class NvmlCollectError(Exception):
+    """NVML broke during collection in a way that leaves the facts meaningless."""
+
+
+class ReplayError(Exception):
+    """A replay file that is not a recorded nvml_facts result."""
+
+
+class _GpuLost(Exception):
+    pass
+
+
+END = object()  # query() result when the call raised one of the caller's "end" errors
+
+
+# ---------------------------------------------------------------------------
+# Versions outside NVML
+# ---------------------------------------------------------------------------
+
+def read_kernel_module_version(paths=None):
+    """The version of the loaded nvidia kernel module, or None when none is loaded.
+
+    /sys/module/nvidia/version holds just the version; /proc/driver/nvidia/version
+    holds "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  570.172.08 ...".
+    """
+    for path in KERNEL_MODULE_VERSION_PATHS if paths is None else paths:
+        try:
+            with open(path) as handle:
+                text = handle.read()
+        except (IOError, OSError):
+            continue
+        match = _PROC_VERSION_RE.search(text) or _VERSION_RE.match(text.strip())
+        if match:
+            return match.group(1)
+    return None
+
+
+def read_userspace_library_version(globs=None):
+    """The version in the installed libnvidia-ml.so.<version> file name, or None."""
+    versions = set()
+    for pattern in USERSPACE_LIBRARY_GLOBS if globs is None else globs:
+        for path in glob.glob(pattern):
+            match = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
+            if match:
+                versions.add(match.group(1))
+    if len(versions) == 1:
+        return versions.pop()
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Facts skeletons
+# ---------------------------------------------------------------------------
+
+def empty_facts(reason, source="nvml"):
+    """Facts for a node where NVML gives no GPU: present false and why."""
+    return {
+        "present": False,
+        "reason": reason,
+        "source": source,
+        "driver_version": None,
+        "kernel_module_version": None,
+        "cuda_driver_version": None,
+        "nvml_version": None,
+        "gpu_count": 0,
+        "nvswitch_count": None,
+        "reboot_required": False,
+        "reboot_reasons": [],
+        "health": {"status": "ok", "reasons": []},
+        "gpus": [],
+    }
+
+
+def _blank_gpu(index):
+    return {
+        "index": index,
+        "uuid": None,
+        "name": None,
+        "serial": None,
+        "board_part_number": None,
+        "architecture": None,
+        "pci": {"bus_id": None, "device_id": None},
+        "memory": {"total_mib": None, "used_mib": None},
+        "mig": {"supported": False, "current_mode": None, "pending_mode": None, "devices": []},
+        "persistence_mode": None,
+        "compute_mode": None,
+        "power": {"limit_w": None, "draw_w": None},
+        "temperature_c": None,
+        "temperature_thresholds_c": {"slowdown": None, "shutdown": None},
+        "ecc": {"mode": None, "pending_mode": None,
+                "volatile_uncorrectable": None, "aggregate_uncorrectable": None},
+        "retired_pages": None,
+        "remapped_rows": None,
+        "clocks": {"graphics_mhz": None, "sm_mhz": None, "memory_mhz": None,
+                   "max_sm_mhz": None, "max_memory_mhz": None},
+        "nvlink": [],
+        "compute_processes": None,
+        "fabric": None,
+        "lost": False,
+        "errors": [],
+        "health": {"status": "ok", "reasons": []},
+    }
+
+
+# ---------------------------------------------------------------------------
+# The collector
+# ---------------------------------------------------------------------------
+
+class _Collector(object):
+    def __init__(self, nvml):
+        self.nvml = nvml
+        self.arch_names = dict(
+            (getattr(nvml, name), name[len("NVML_DEVICE_ARCH_"):].lower())
+            for name in dir(nvml)
+            if name.startswith("NVML_DEVICE_ARCH_") and name != "NVML_DEVICE_ARCH_UNKNOWN")
+
+    def query(self, errors, function, *args, **options):
+        """Call one NVML function and map its errors.
+
+        NotSupported is None; exceptions in ``options["end"]`` return END (the caller's
+        "no more links / free slot" signal); GpuIsLost and Uninitialized stop the GPU or
+        the run; any other NVML error is noted in ``errors`` and is None.
+        """
+        nvml = self.nvml
+        try:
+            return getattr(nvml, function)(*args)
+        except options.get("end", ()):
+            return END
+        except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound,
+                getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_NotSupported)):
+            # FunctionNotFound (NVMLLibraryMismatchError where pynvml wraps it): a driver
+            # older than the query, so not supported.
+            return None
+        except nvml.NVMLError_GpuIsLost:
+            raise _GpuLost()
+        except nvml.NVMLError_Uninitialized:
+            raise NvmlCollectError(
+                "NVML reported Uninitialized during %s: the NVIDIA driver was unloaded or "
+                "reset while facts were gathered; run the task again" % function)
+        except nvml.NVMLError as err:
+            label = function + ("(%s)" % ", ".join(str(a) for a in args[1:]) if options.get("args_in_label") else "")
+            errors.append("%s: %s" % (label, err))
+            return None
+
+    def system(self, facts):
+        errors = []
+        facts["driver_version"] = _text(self.query(errors, "nvmlSystemGetDriverVersion"))
+        cuda = self.query(errors, "nvmlSystemGetCudaDriverVersion")
+        if cuda:
+            facts["cuda_driver_version"] = "%d.%d" % (cuda // 1000, (cuda % 1000) // 10)
+        facts["nvml_version"] = _text(self.query(errors, "nvmlSystemGetNVMLVersion"))
+        return errors
+
+    def gpu(self, index):
+        gpu = _blank_gpu(index)
+        try:
+            # NoPermission (GPU hidden by cgroups), InsufficientPower...: nothing more to ask.
+            handle = self.query(gpu["errors"], "nvmlDeviceGetHandleByIndex", index)
+            if handle is not None:
+                self._fill(gpu, handle)
+        except _GpuLost:
+            gpu["lost"] = True
+        return gpu
+
+    def _fill(self, gpu, h):
+        q = self.query
+        err = gpu["errors"]
+        gpu["uuid"] = _text(q(err, "nvmlDeviceGetUUID", h))
+        gpu["name"] = _text(q(err, "nvmlDeviceGetName", h))
+        gpu["serial"] = _text(q(err, "nvmlDeviceGetSerial", h))
+        gpu["board_part_number"] = _text(q(err, "nvmlDeviceGetBoardPartNumber", h))
+        arch = q(err, "nvmlDeviceGetArchitecture", h)
+        gpu["architecture"] = self.arch_names.get(arch) if arch is not None else None
+
+        pci = q(err, "nvmlDeviceGetPciInfo", h)
+        if pci is not None:
+            gpu["pci"] = {"bus_id": _text(pci.busId), "device_id": "0x%08X" % pci.pciDeviceId}
+
+        mem = q(err, "nvmlDeviceGetMemoryInfo", h)
+        if mem is not None:
+            gpu["memory"] = {"total_mib": mem.total // 1048576, "used_mib": mem.used // 1048576}
+
+        gpu["persistence_mode"] = _feature(q(err, "nvmlDeviceGetPersistenceMode", h))
+        mode = q(err, "nvmlDeviceGetComputeMode", h)
+        gpu["compute_mode"] = _COMPUTE_MODES.get(mode) if mode is not None else None
+        gpu["power"] = {"limit_w": _watts(q(err, "nvmlDeviceGetEnforcedPowerLimit", h)),
+                        "draw_w": _watts(q(err, "nvmlDeviceGetPowerUsage", h))}
+        gpu["temperature_c"] = self._temperature(err, h)
+        gpu["temperature_thresholds_c"] = {
+            "slowdown": q(err, "nvmlDeviceGetTemperatureThreshold", h,
+                          self.nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+            "shutdown": q(err, "nvmlDeviceGetTemperatureThreshold", h,
+                          self.nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)}
+        gpu["clocks"] = self._clocks(err, h)
+        gpu["ecc"] = self._ecc(err, h)
+        gpu["retired_pages"] = self._retired_pages(err, h)
+        rows = q(err, "nvmlDeviceGetRemappedRows", h)
+        if rows is not None:
+            gpu["remapped_rows"] = {"correctable": rows[0], "uncorrectable": rows[1],
+                                    "pending": bool(rows[2]), "failure": bool(rows[3])}
+        gpu["nvlink"] = self._nvlink(err, h)
+        procs = q(err, "nvmlDeviceGetComputeRunningProcesses", h)
+        gpu["compute_processes"] = len(procs) if procs is not None else None
+        gpu["fabric"] = self._fabric(err, h)
+        gpu["mig"] = self._mig(err, h)
+
+    def _temperature(self, err, h):
+        nvml = self.nvml
+        if hasattr(nvml, "nvmlDeviceGetTemperatureV"):
+            temp = self.query(err, "nvmlDeviceGetTemperatureV", h, nvml.NVML_TEMPERATURE_GPU,
+                              end=(nvml.NVMLError_FunctionNotFound,))
+            if temp is not END:
+                return temp
+        # A driver older than the binding has no nvmlDeviceGetTemperatureV.
+        return self.query(err, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU)
+
+    def _clocks(self, err, h):
+        nvml, q = self.nvml, self.query
+        return {
+            "graphics_mhz": q(err, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_GRAPHICS),
+            "sm_mhz": q(err, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM),
+            "memory_mhz": q(err, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM),
+            "max_sm_mhz": q(err, "nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_SM),
+            "max_memory_mhz": q(err, "nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_MEM),
+        }
+
+    def _ecc(self, err, h):
+        nvml, q = self.nvml, self.query
+        ecc = {"mode": None, "pending_mode": None, "volatile_uncorrectable": None,
+               "aggregate_uncorrectable": None}
+        mode = q(err, "nvmlDeviceGetEccMode", h)
+        if mode is None:
+            return ecc
+        ecc["mode"], ecc["pending_mode"] = _feature(mode[0]), _feature(mode[1])
+        if mode[0] == nvml.NVML_FEATURE_ENABLED:
+            ecc["volatile_uncorrectable"] = q(err, "nvmlDeviceGetTotalEccErrors", h,
+                                              nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC)
+            ecc["aggregate_uncorrectable"] = q(err, "nvmlDeviceGetTotalEccErrors", h,
+                                               nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC)
+        return ecc
+
+    def _retired_pages(self, err, h):
+        # Page retirement is the pre-Ampere mechanism; row remapping replaced it.
+        nvml, q = self.nvml, self.query
+        sbe = q(err, "nvmlDeviceGetRetiredPages", h, nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+        if sbe is None:
+            return None
+        dbe = q(err, "nvmlDeviceGetRetiredPages", h, nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        pending = q(err, "nvmlDeviceGetRetiredPagesPendingStatus", h)
+        return {"single_bit": len(sbe), "double_bit": len(dbe) if dbe is not None else None,
+                "pending": bool(pending) if pending is not None else None}
+
+    def _nvlink(self, err, h):
+        nvml = self.nvml
+        links = []
+        for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+            # NotSupported: no NVLink; InvalidArgument: past this GPU's last link.
+            state = self.query(err, "nvmlDeviceGetNvLinkState", h, link, args_in_label=True,
+                               end=(nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument))
+            if state is END or state is None:
+                break
+            entry = {"link": link, "active": state == nvml.NVML_FEATURE_ENABLED,
+                     "remote_type": None, "remote_bus_id": None}
+            if entry["active"]:
+                remote = self.query(err, "nvmlDeviceGetNvLinkRemoteDeviceType", h, link, args_in_label=True)
+                entry["remote_type"] = _NVLINK_REMOTE.get(remote, "unknown") if remote is not None else None
+                pci = self.query(err, "nvmlDeviceGetNvLinkRemotePciInfo", h, link, args_in_label=True)
+                entry["remote_bus_id"] = _text(pci.busId) if pci is not None else None
+            links.append(entry)
+        return links
+
+    def _fabric(self, err, h):
+        nvml = self.nvml
+        info = nvml.c_nvmlGpuFabricInfoV_t()
+        if self.query(err, "nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(info)) is None:
+            return None
+        if info.state == nvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED:
+            return None
+        degraded = (info.healthMask >> nvml.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW) \
+            & nvml.NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW
+        return {
+            "state": _FABRIC_STATES.get(info.state, str(info.state)),
+            "status": "success" if info.status == nvml.NVML_SUCCESS else str(nvml.NVMLError(info.status)),
+            "clique_id": info.cliqueId,
+            "cluster_uuid": str(uuid.UUID(bytes=bytes(bytearray(info.clusterUuid)))),
+            "degraded_bandwidth": {1: True, 2: False}.get(degraded),
+        }
+
+    def _mig(self, err, h):
+        nvml, q = self.nvml, self.query
+        mig = {"supported": False, "current_mode": None, "pending_mode": None, "devices": []}
+        mode = q(err, "nvmlDeviceGetMigMode", h)
+        if mode is None:
+            return mig
+        mig["supported"] = True
+        mig["current_mode"] = "enabled" if mode[0] == nvml.NVML_DEVICE_MIG_ENABLE else "disabled"
+        mig["pending_mode"] = "enabled" if mode[1] == nvml.NVML_DEVICE_MIG_ENABLE else "disabled"
+        if mode[0] != nvml.NVML_DEVICE_MIG_ENABLE:
+            return mig
+        profiles = _ProfileNames(self, err, h)
+        instances = {}
+        for index in range(q(err, "nvmlDeviceGetMaxMigDeviceCount", h) or 0):
+            # NotFound: a free slot, NVML numbers MIG devices up to the maximum.
+            mig_handle = q(err, "nvmlDeviceGetMigDeviceHandleByIndex", h, index, args_in_label=True,
+                           end=(nvml.NVMLError_NotFound,))
+            if mig_handle is END or mig_handle is None:
+                continue
+            gi_id = q(err, "nvmlDeviceGetGpuInstanceId", mig_handle)
+            device = {"index": index, "gpu_instance_id": gi_id,
+                      "compute_instance_id": q(err, "nvmlDeviceGetComputeInstanceId", mig_handle),
+                      "profile": None, "placement": {"start": None, "size": None},
+                      "uuid": _text(q(err, "nvmlDeviceGetUUID", mig_handle)), "memory_total_mib": None}
+            if gi_id is not None and gi_id not in instances:
+                gi = q(err, "nvmlDeviceGetGpuInstanceById", h, gi_id)
+                instances[gi_id] = q(err, "nvmlGpuInstanceGetInfo", gi) if gi is not None else None
+            info = instances.get(gi_id)
+            attrs = q(err, "nvmlDeviceGetAttributes", mig_handle)
+            if attrs is not None:
+                device["memory_total_mib"] = attrs.memorySizeMB
+            if info is not None:
+                device["placement"] = {"start": info.placement.start, "size": info.placement.size}
+            device["profile"] = self._mig_profile(err, mig_handle, info, attrs, profiles)
+            mig["devices"].append(device)
+        return mig
+
+    def _mig_profile(self, err, mig_handle, info, attrs, profiles):
+        """The profile of a MIG device: 1g.18gb, or 1c.2g.35gb for a smaller compute instance.
+
+        NVML names a MIG device "<GPU name> MIG <profile>", readable without privileges;
+        the GPU instance profile table is the fallback for a name without it.
+        """
+        name = _text(self.query(err, "nvmlDeviceGetName", mig_handle)) or ""
+        if " MIG " in name:
+            return name.split(" MIG ", 1)[1].strip()
+        if info is None:
+            return None
+        profile = profiles.name(info.profileId)
+        if profile and attrs is not None and attrs.computeInstanceSliceCount != attrs.gpuInstanceSliceCount:
+            profile = "%dc.%s" % (attrs.computeInstanceSliceCount, profile)
+        return profile
+
+
+class _ProfileNames(object):
+    """GPU instance profile id -> name ("1g.18gb"), asked of NVML only as far as needed."""
+
+    def __init__(self, collector, errors, handle):
+        self.collector, self.errors, self.handle = collector, errors, handle
+        self.names = {}
+        self.next_index = 0
+
+    def name(self, profile_id):
+        nvml = self.collector.nvml
+        while profile_id not in self.names and self.next_index < nvml.NVML_GPU_INSTANCE_PROFILE_COUNT:
+            index, self.next_index = self.next_index, self.next_index + 1
+            # NotSupported / InvalidArgument: a profile this GPU does not offer.
+            info = self.collector.query(self.errors, "nvmlDeviceGetGpuInstanceProfileInfo", self.handle, index,
+                                        args_in_label=True,
+                                        end=(nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument))
+            if info is END or info is None:
+                continue
+            self.names.setdefault(info.id, _text(info.name).replace("MIG ", "", 1))
+        return self.names.get(profile_id)
+
+
+def collect(nvml, kernel_module_paths=None, library_globs=None, temperature_warning_c=None):
+    """Gather ``ansible_facts.nvidia`` through ``nvml`` (the pynvml module or a fake).
+
+    Raises NvmlCollectError when NVML breaks mid-way; every expected absence (no
+    library, no driver, no GPU, a field not supported) is reported in the facts.
+    """
+    kernel_version = read_kernel_module_version(kernel_module_paths)
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as err:
+        facts = _init_failure(nvml, err, kernel_version, library_globs)
+        facts["kernel_module_version"] = kernel_version
+        return finish(facts, temperature_warning_c)
+    try:
+        facts = empty_facts(None)
+        facts["kernel_module_version"] = kernel_version
+        collector = _Collector(nvml)
+        collector.system(facts)
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError_Uninitialized:
+            raise NvmlCollectError("NVML reported Uninitialized right after nvmlInit")
+        except nvml.NVMLError as err:
+            facts["reason"] = "NVML could not count the GPUs: %s" % err
+            return finish(facts, temperature_warning_c)
+        facts["gpus"] = [collector.gpu(index) for index in range(count)]
+        facts["gpu_count"] = count
+        facts["present"] = count > 0
+        if not count:
+            facts["reason"] = "NVML found no NVIDIA GPU on this host"
+        _compare_versions(facts)
+        return finish(facts, temperature_warning_c)
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass    # shutting down cannot make the facts wrong
+
+
+def _init_failure(nvml, err, kernel_version, library_globs):
+    value = getattr(err, "value", None)
+    if value == nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        user = read_userspace_library_version(library_globs)
+        facts = empty_facts(
+            "NVML cannot start: driver/library version mismatch (kernel module %s, user-space "
+            "library %s)" % (kernel_version or "unknown", user or "unknown"))
+        facts["driver_version"] = user
+        facts["reboot_required"] = True
+        facts["reboot_reasons"].append(
+            "the loaded NVIDIA kernel module (%s) does not match the installed user-space driver "
+            "(%s): an upgrade is waiting for a reboot" % (kernel_version or "unknown", user or "unknown"))
+        facts["health"] = {"status": "critical", "reasons": [facts["reason"]]}
+        return facts
+    if value == nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+        return empty_facts("libnvidia-ml.so.1 not found: the NVIDIA driver is not installed")
+    if value == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
+        facts = empty_facts("the NVIDIA kernel module is not loaded (no GPU, or the driver was "
+                            "installed without loading it: modprobe nvidia or reboot)")
+        # Which user-space driver is installed still helps plan the next step.
+        facts["driver_version"] = read_userspace_library_version(library_globs)
+        return facts
+    if value == nvml.NVML_ERROR_NO_PERMISSION:
+        facts = empty_facts("no permission to use the NVIDIA devices (/dev/nvidia*): "
+                            "run the task with become: true")
+        facts["driver_version"] = read_userspace_library_version(library_globs)
+        return facts
+    if value == nvml.NVML_ERROR_GPU_NOT_FOUND:
+        return empty_facts("NVML found no NVIDIA GPU on this host")
+    return empty_facts("NVML initialisation failed: %s (NVML error %s)" % (err, value))
+
+
+def _compare_versions(facts):
+    kernel, user = facts["kernel_module_version"], facts["driver_version"]
+    if kernel and user and kernel != user:
+        facts["reboot_required"] = True
+        facts["reboot_reasons"].append(
+            "the loaded NVIDIA kernel module is %s but the user-space driver is %s: reboot (or "
+            "reload the nvidia modules) to finish the driver change" % (kernel, user))
+
+
+# ---------------------------------------------------------------------------
+# Health
+# ---------------------------------------------------------------------------
+
+def gpu_health(gpu, temperature_warning_c=None):
+    """(status, reasons) of one GPU's facts."""
+    reasons = []
+    worst = ["ok"]
+
+    def flag(status, reason):
+        reasons.append(reason)
+        if HEALTH_ORDER[status] > HEALTH_ORDER[worst[0]]:
+            worst[0] = status
+
+    if gpu.get("lost"):
+        flag("critical", "GPU is lost (NVML: GPU is lost): it stopped responding or fell off "
+                         "the bus; drain the node, then reset the GPU or reboot")
+    ecc = gpu.get("ecc") or {}
+    if ecc.get("volatile_uncorrectable"):
+        flag("critical", "%d uncorrectable ECC errors since the driver loaded"
+             % ecc["volatile_uncorrectable"])
+    elif ecc.get("aggregate_uncorrectable"):
+        flag("warning", "%d uncorrectable ECC errors over the GPU's lifetime"
+             % ecc["aggregate_uncorrectable"])
+    if ecc.get("mode") and ecc.get("pending_mode") and ecc["mode"] != ecc["pending_mode"]:
+        flag("warning", "ECC mode %s is pending (current %s): reboot to apply"
+             % (ecc["pending_mode"], ecc["mode"]))
+    rows = gpu.get("remapped_rows") or {}
+    if rows.get("failure"):
+        flag("critical", "row remapping failed: the GPU has no spare rows left and needs replacing")
+    if rows.get("pending"):
+        flag("warning", "a row remap is pending: reset the GPU to apply it")
+    pages = gpu.get("retired_pages") or {}
+    if pages.get("pending"):
+        flag("warning", "page retirement is pending: reset the GPU or reboot to apply it")
+    temp = gpu.get("temperature_c")
+    thresholds = gpu.get("temperature_thresholds_c") or {}
+    limit = temperature_warning_c if temperature_warning_c is not None else thresholds.get("slowdown")
+    if temp is not None:
+        if thresholds.get("shutdown") and temp >= thresholds["shutdown"]:
+            flag("critical", "over temperature: %d C reaches the %d C shutdown threshold"
+                 % (temp, thresholds["shutdown"]))
+        elif limit and temp >= limit:
+            flag("warning", "over temperature: %d C at or above the %d C limit" % (temp, limit))
+    mig = gpu.get("mig") or {}
+    if mig.get("current_mode") and mig.get("pending_mode") and mig["current_mode"] != mig["pending_mode"]:
+        flag("warning", "MIG mode %s is pending (current %s): reset the GPU to apply"
+             % (mig["pending_mode"], mig["current_mode"]))
+    fabric = gpu.get("fabric")
+    if fabric:
+        if fabric.get("state") in ("not_started", "in_progress"):
+            flag("warning", "GPU fabric registration is %s: check nvidia-fabricmanager"
+                 % fabric["state"].replace("_", " "))
+        elif fabric.get("status") not in (None, "success"):
+            flag("critical", "GPU fabric registration failed: %s" % fabric["status"])
+        if fabric.get("degraded_bandwidth"):
+            flag("warning", "GPU fabric bandwidth is degraded")
+    return worst[0], reasons
+
+
+def finish(facts, temperature_warning_c=None):
+    """Fill per-GPU and node health, and the NVSwitch count, from the gathered facts."""
+    node_status = facts["health"]["status"]
+    node_reasons = list(facts["health"]["reasons"])
+    switches = set()
+    saw_links = False
+    for gpu in facts["gpus"]:
+        status, reasons = gpu_health(gpu, temperature_warning_c)
+        gpu["health"] = {"status": status, "reasons": reasons}
+        if HEALTH_ORDER[status] > HEALTH_ORDER[node_status]:
+            node_status = status
+        node_reasons.extend("GPU %d: %s" % (gpu["index"], reason) for reason in reasons)
+        for link in gpu.get("nvlink") or []:
+            saw_links = True
+            if link.get("remote_type") == "switch" and link.get("remote_bus_id"):
+                switches.add(link["remote_bus_id"])
+    if facts["present"] and facts["reboot_required"]:
+        if HEALTH_ORDER["warning"] > HEALTH_ORDER[node_status]:
+            node_status = "warning"
+        node_reasons.extend(facts["reboot_reasons"])
+    facts["nvswitch_count"] = len(switches) if saw_links else None
+    facts["health"] = {"status": node_status, "reasons": node_reasons}
+    return facts
+
+
+# ---------------------------------------------------------------------------
+# Replay
+# ---------------------------------------------------------------------------
+
+REQUIRED_KEYS = ("present", "gpu_count", "gpus")
+
+
+def load_replay(path):
+    """The ``nvidia`` facts recorded in ``path``: the whole module result, or the nvidia dict."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (IOError, OSError) as err:
+        raise ReplayError("cannot read replay_file %s: %s" % (path, err))
+    except ValueError as err:
+        raise ReplayError("replay_file %s is not JSON: %s" % (path, err))
+    facts = data
+    if isinstance(facts, dict) and isinstance(facts.get("ansible_facts"), dict):
+        facts = facts["ansible_facts"]
+    if isinstance(facts, dict) and "present" not in facts and isinstance(facts.get("nvidia"), dict):
+        facts = facts["nvidia"]
+    if not isinstance(facts, dict) or any(key not in facts for key in REQUIRED_KEYS):
+        raise ReplayError(
+            "replay_file %s is not a recorded nvml_facts result: expected the module's output "
+            "(with ansible_facts.nvidia) or the nvidia facts, with keys %s"
+            % (path, ", ".join(REQUIRED_KEYS)))
+    if not isinstance(facts["gpus"], list) or len(facts["gpus"]) != facts["gpu_count"]:
+        raise ReplayError("replay_file %s: gpu_count does not match the gpus list" % path)
+    facts = dict(facts)
+    facts["source"] = "replay"
+    return facts
+
+
+# ---------------------------------------------------------------------------
+# Small conversions
+# ---------------------------------------------------------------------------
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def _feature(value):
+    if value is None:
+        return None
+    return "enabled" if value else "disabled"
+
+
+def _watts(milliwatts):
+    if milliwatts is None:
+        return None
+    return round(milliwatts / 1000.0, 1)

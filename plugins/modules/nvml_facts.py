@@ -1,0 +1,328 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: nvml_facts
+short_description: Gather NVIDIA GPU facts through NVML
+version_added: 0.1.0
+description:
+  - Gathers driver, CUDA and NVML versions and per-GPU facts (identity, PCI, memory, MIG
+    devices, power, temperature, ECC, retired pages and remapped rows, clocks, NVLink,
+    compute processes, fabric state) through NVML with the C(pynvml) binding, into
+    C(ansible_facts.nvidia).
+  - Makes one C(nvmlInit) per run and asks each question once per GPU.
+  - A field NVML does not support on a GPU comes back as V(null).
+  - Never fails because there is no GPU; on a host without the Python binding, the
+    NVIDIA library, the kernel driver or a GPU, it returns RV(ansible_facts.nvidia.present=false)
+    and the reason.
+  - Compares the loaded kernel module version (C(/sys/module/nvidia/version) or
+    C(/proc/driver/nvidia/version)) with the user-space driver and reports
+    RV(ansible_facts.nvidia.reboot_required) when they differ.
+  - Summarises health per GPU and per node (uncorrectable ECC errors, row remapping pending or
+    failed, retired pages pending, over temperature, MIG or ECC mode pending a reset, lost GPU,
+    fabric registration).
+  - With O(replay_file), returns recorded facts instead of asking NVML, so plans can be made
+    offline from a fleet's recorded facts.
+author:
+  - gpuops.platform maintainers (@gpuops)
+requirements:
+  - nvidia-ml-py (the C(pynvml) module) on the managed node, unless O(replay_file) is used.
+  - The NVIDIA driver (C(libnvidia-ml.so.1)) for facts of real GPUs.
+options:
+  replay_file:
+    description:
+      - Path on the managed node of a recorded facts file to return instead of asking NVML.
+      - The module's own output saved as JSON, either the whole result (with C(ansible_facts.nvidia))
+        or just the C(nvidia) dictionary.
+      - The returned facts have RV(ansible_facts.nvidia.source=replay).
+    type: path
+  temperature_warning_c:
+    description:
+      - GPU temperature in degrees Celsius at or above which the GPU health is C(warning).
+      - By default each GPU's own slowdown threshold as NVML reports it.
+      - A GPU at its shutdown threshold is always C(critical).
+    type: int
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: Gathers facts only; nothing changes in either mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+notes:
+  - Run with privileges (C(become)) where C(/dev/nvidia*) is restricted; without them NVML
+    reports no permission and the facts say so.
+  - O(temperature_warning_c) applies to facts gathered from NVML; replayed facts keep the
+    health they were recorded with.
+seealso:
+  - name: NVML API reference
+    description: The NVIDIA Management Library queried by this module.
+    link: https://docs.nvidia.com/deploy/nvml-api/
+"""
+
+EXAMPLES = r"""
+- name: Gather NVIDIA GPU facts
+  gpuops.platform.nvml_facts:
+
+- name: Stop when a GPU node is unhealthy or waits for a reboot
+  ansible.builtin.assert:
+    that:
+      - ansible_facts.nvidia.health.status != 'critical'
+      - not ansible_facts.nvidia.reboot_required
+    fail_msg: "{{ ansible_facts.nvidia.health.reasons + ansible_facts.nvidia.reboot_reasons }}"
+  when: ansible_facts.nvidia.present
+
+- name: List the MIG devices of every GPU
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.nvidia.gpus | map(attribute='mig.devices') | flatten | map(attribute='profile') }}"
+
+- name: Plan offline from facts recorded on a fleet node
+  gpuops.platform.nvml_facts:
+    replay_file: "{{ playbook_dir }}/recorded/{{ inventory_hostname }}.json"
+  delegate_to: localhost
+
+- name: Record a node's facts for later replay
+  ansible.builtin.copy:
+    content: "{{ {'nvidia': ansible_facts.nvidia} | to_nice_json }}"
+    dest: "recorded/{{ inventory_hostname }}.json"
+    mode: "0644"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: always
+  type: complex
+  contains:
+    nvidia:
+      description: The NVIDIA GPU facts of the host.
+      returned: always
+      type: complex
+      contains:
+        present:
+          description: Whether NVML found at least one GPU.
+          type: bool
+          returned: always
+          sample: true
+        reason:
+          description: Why RV(ansible_facts.nvidia.present) is false; V(null) when it is true.
+          type: str
+          returned: always
+          sample: "libnvidia-ml.so.1 not found: the NVIDIA driver is not installed"
+        source:
+          description: Where the facts come from, C(nvml) or C(replay).
+          type: str
+          returned: always
+          sample: nvml
+        driver_version:
+          description: The user-space driver version NVML reports.
+          type: str
+          returned: always
+          sample: "570.172.08"
+        kernel_module_version:
+          description: The version of the loaded nvidia kernel module, V(null) when none is loaded.
+          type: str
+          returned: always
+          sample: "570.172.08"
+        cuda_driver_version:
+          description: The CUDA version the driver supports, C(major.minor).
+          type: str
+          returned: always
+          sample: "12.8"
+        nvml_version:
+          description: The NVML library version.
+          type: str
+          returned: always
+          sample: "12.570.172.08"
+        gpu_count:
+          description: Number of GPUs NVML enumerates.
+          type: int
+          returned: always
+          sample: 8
+        nvswitch_count:
+          description:
+            - Number of distinct NVSwitches the GPUs' active NVLinks reach.
+            - V(null) when no GPU has NVLink.
+          type: int
+          returned: always
+          sample: 6
+        reboot_required:
+          description: Whether the loaded kernel module differs from the installed user-space driver.
+          type: bool
+          returned: always
+          sample: false
+        reboot_reasons:
+          description: Why a reboot is required.
+          type: list
+          elements: str
+          returned: always
+          sample: []
+        health:
+          description: Node health, the worst of the GPUs plus node-level findings.
+          type: dict
+          returned: always
+          sample: {"status": "ok", "reasons": []}
+          contains:
+            status:
+              description: C(ok), C(warning) or C(critical).
+              type: str
+            reasons:
+              description: What made the status, prefixed with the GPU index.
+              type: list
+              elements: str
+        gpus:
+          description:
+            - One entry per GPU in NVML index order.
+            - Every key is always there; a value NVML does not support on the GPU is V(null).
+          type: list
+          elements: dict
+          returned: always
+          contains:
+            index:
+              description: NVML index.
+              type: int
+            uuid:
+              description: GPU UUID, C(GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx).
+              type: str
+            name:
+              description: Product name.
+              type: str
+              sample: NVIDIA H100 80GB HBM3
+            serial:
+              description: Board serial number.
+              type: str
+            board_part_number:
+              description: Board part number.
+              type: str
+            architecture:
+              description: C(ampere), C(ada), C(hopper), C(blackwell), ...
+              type: str
+            pci:
+              description: C(bus_id) and C(device_id) as NVML reports them (C(0x233010DE)).
+              type: dict
+            memory:
+              description: C(total_mib) and C(used_mib).
+              type: dict
+            mig:
+              description:
+                - C(supported), C(current_mode) and C(pending_mode) (C(enabled) or C(disabled)), and
+                  C(devices), the MIG devices while MIG is enabled.
+                - Each device has C(index), C(gpu_instance_id), C(compute_instance_id), C(profile)
+                  (C(1g.18gb), or C(1c.2g.20gb) for a smaller compute instance), C(placement)
+                  (C(start), C(size)), C(uuid) (C(MIG-...)) and C(memory_total_mib).
+              type: dict
+            persistence_mode:
+              description: C(enabled) or C(disabled).
+              type: str
+            compute_mode:
+              description: C(default), C(exclusive_process) or C(prohibited).
+              type: str
+            power:
+              description: C(limit_w) (enforced limit) and C(draw_w), in watts.
+              type: dict
+            temperature_c:
+              description: GPU core temperature.
+              type: int
+            temperature_thresholds_c:
+              description: C(slowdown) and C(shutdown) thresholds.
+              type: dict
+            ecc:
+              description: C(mode), C(pending_mode), C(volatile_uncorrectable) and C(aggregate_uncorrectable).
+              type: dict
+            retired_pages:
+              description:
+                - C(single_bit), C(double_bit) (retired page counts) and C(pending).
+                - V(null) on GPUs that remap rows instead (Ampere and newer).
+              type: dict
+            remapped_rows:
+              description: C(correctable), C(uncorrectable), C(pending) and C(failure); V(null) where unsupported.
+              type: dict
+            clocks:
+              description: C(graphics_mhz), C(sm_mhz), C(memory_mhz), C(max_sm_mhz), C(max_memory_mhz).
+              type: dict
+            nvlink:
+              description: One entry per NVLink with C(link), C(active), C(remote_type) and C(remote_bus_id).
+              type: list
+              elements: dict
+            compute_processes:
+              description: Number of compute processes running on the GPU.
+              type: int
+            fabric:
+              description:
+                - GPU fabric registration (NVSwitch systems from Hopper on) with C(state), C(status),
+                  C(clique_id), C(cluster_uuid) and C(degraded_bandwidth).
+                - V(null) where NVML does not report it.
+              type: dict
+            lost:
+              description: Whether NVML reported the GPU lost.
+              type: bool
+            errors:
+              description: NVML errors other than "not supported" met while asking about this GPU.
+              type: list
+              elements: str
+            health:
+              description: C(status) and C(reasons) of this GPU.
+              type: dict
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpuops.platform.plugins.module_utils import nvml as nvml_utils
+
+try:
+    import pynvml
+    HAS_PYNVML = True
+    PYNVML_IMPORT_ERROR = None
+except ImportError:
+    pynvml = None
+    HAS_PYNVML = False
+    PYNVML_IMPORT_ERROR = traceback.format_exc()
+
+
+def gather(module):
+    params = module.params
+    if params["replay_file"]:
+        try:
+            return nvml_utils.load_replay(params["replay_file"])
+        except nvml_utils.ReplayError as err:
+            module.fail_json(msg=str(err))
+    if not HAS_PYNVML:
+        facts = nvml_utils.empty_facts(missing_required_lib("nvidia-ml-py"))
+        facts["kernel_module_version"] = nvml_utils.read_kernel_module_version()
+        return nvml_utils.finish(facts)
+    try:
+        return nvml_utils.collect(pynvml, temperature_warning_c=params["temperature_warning_c"])
+    except nvml_utils.NvmlCollectError as err:
+        module.fail_json(msg=str(err))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            replay_file=dict(type="path"),
+            temperature_warning_c=dict(type="int"),
+        ),
+        supports_check_mode=True,
+    )
+    module.exit_json(changed=False, ansible_facts={"nvidia": gather(module)})
+
+
+if __name__ == "__main__":
+    main()
