@@ -249,6 +249,130 @@ def gpu_quota_check(requests, capacity, what="quota"):
     return requests
 
 
+def gpu_tolerations(taints):
+    """Tolerations matching the given taints (``{key, value, effect}``), for the GPU operands."""
+    out = []
+    for taint in taints or []:
+        if not isinstance(taint, Mapping) or not taint.get("key") or not taint.get("effect"):
+            raise AnsibleFilterError("a taint needs key and effect, got %r" % (taint,))
+        tol = {"key": to_text(taint["key"]), "effect": to_text(taint["effect"])}
+        if taint.get("value") not in (None, ""):
+            tol.update(operator="Equal", value=to_text(taint["value"]))
+        else:
+            tol["operator"] = "Exists"
+        if tol not in out:
+            out.append(tol)
+    return out
+
+
+def gpu_tenant_quota(tenant, capacity, default_share=1.0):
+    """ResourceQuota ``hard`` of one tenant: explicit entries, plus a share of every GPU resource of the fleet.
+
+    ``tenant.quota`` entries win; every GPU resource the fleet advertises
+    (nvidia.com/gpu, nvidia.com/mig-*, renamed .shared resources) that the
+    tenant does not set gets ``requests.<resource>`` = floor(fleet x gpu_share).
+    Explicit GPU entries larger than the fleet fail.
+    """
+    if not isinstance(tenant, Mapping) or not tenant.get("name"):
+        raise AnsibleFilterError("each tenant needs a name, got %r" % (tenant,))
+    name = to_text(tenant["name"])
+    share = tenant.get("gpu_share", default_share)
+    try:
+        share = float(share)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("tenant %s: gpu_share must be a number between 0 and 1, got %r" % (name, share))
+    if not 0 <= share <= 1:
+        raise AnsibleFilterError("tenant %s: gpu_share must be between 0 and 1, got %s" % (name, share))
+    quota = tenant.get("quota") or {}
+    if not isinstance(quota, Mapping):
+        raise AnsibleFilterError("tenant %s: quota must be a mapping of resource to quantity" % name)
+    hard = dict((to_text(k), v) for k, v in quota.items())
+    gpu_quota_check(dict((k, v) for k, v in hard.items() if "nvidia.com/" in k),
+                    capacity, what="tenant %s quota" % name)
+    total = (capacity or {}).get("resources") or {}
+    resources = set(total)
+    resources.add(GPU)
+    for res in sorted(resources):
+        key = "requests." + res
+        if key not in hard:
+            hard[key] = int(total.get(res, 0) * share)
+    return dict((k, v if isinstance(v, int) and not isinstance(v, bool) else to_text(v)) for k, v in hard.items())
+
+
+def gpu_allocatable_diff(k8s_nodes, capacity):
+    """Differences between each GPU node's allocatable (Node objects from k8s_info) and the capacity plan."""
+    actual = {}
+    for node in k8s_nodes or []:
+        meta = node.get("metadata") or {}
+        actual[to_text(meta.get("name"))] = (node.get("status") or {}).get("allocatable") or {}
+    problems = []
+    for name, plan in sorted(((capacity or {}).get("nodes") or {}).items()):
+        expected = plan.get("resources") or {}
+        if not expected:
+            continue
+        if name not in actual:
+            problems.append("node %s (host %s) is not in the cluster" % (name, plan.get("host")))
+            continue
+        have = dict((k, v) for k, v in actual[name].items() if to_text(k).startswith("nvidia.com/"))
+        for res in sorted(set(expected) | set(have)):
+            try:
+                got = int(to_text(have.get(res, 0)))
+            except ValueError:
+                got = -1
+            want = int(expected.get(res, 0))
+            if got != want:
+                problems.append("node %s: allocatable %s is %d, expected %d (%d GPU(s)%s%s)" % (
+                    name, res, got, want, plan.get("gpu_count") or 0,
+                    ", MIG" if plan.get("mig") else "",
+                    ", device-plugin config %s" % plan["config"] if plan.get("config") else ""))
+    return problems
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+PSA_LEVELS = ("privileged", "baseline", "restricted")
+
+
+def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, default_pod_security="baseline",
+                     default_limits=None):
+    """Check and complete the tenant list: namespace, Pod Security level, quota from the fleet, limits, queues."""
+    if tenants is None:
+        tenants = []
+    if isinstance(tenants, Mapping) or isinstance(tenants, string_types):
+        raise AnsibleFilterError("the tenants must be a list of {name, ...} mappings")
+    plans, namespaces = [], {}
+    for tenant in tenants:
+        if not isinstance(tenant, Mapping) or not tenant.get("name"):
+            raise AnsibleFilterError("each tenant needs a name, got %r" % (tenant,))
+        name = to_text(tenant["name"])
+        namespace = to_text(tenant.get("namespace") or name)
+        if not _DNS_LABEL.match(namespace):
+            raise AnsibleFilterError("tenant %s: namespace %r is not a DNS label (a-z, 0-9, '-', at most 63)" % (name, namespace))
+        if namespace in namespaces:
+            raise AnsibleFilterError("tenants %s and %s share the namespace %s" % (namespaces[namespace], name, namespace))
+        namespaces[namespace] = name
+        level = to_text(tenant.get("pod_security") or default_pod_security)
+        if level not in PSA_LEVELS:
+            raise AnsibleFilterError("tenant %s: pod_security must be one of %s, got %r" % (name, ", ".join(PSA_LEVELS), level))
+        quota = dict(default_quota or {})
+        quota.update(tenant.get("quota") or {})
+        hard = gpu_tenant_quota(dict(tenant, quota=quota), capacity, default_share)
+        plans.append({
+            "name": name,
+            "namespace": namespace,
+            "pod_security": level,
+            "quota": hard,
+            "limits": tenant.get("limits") or default_limits or {},
+            "admins": list(tenant.get("admins") or []),
+            "members": list(tenant.get("members") or []),
+            "ingress_from_namespaces": list(tenant.get("ingress_from_namespaces") or []),
+            "egress_cidrs": list(tenant.get("egress_cidrs") or []),
+            "kueue_cluster_queue": to_text(tenant.get("kueue_cluster_queue") or ""),
+            "kueue_local_queue": to_text(tenant.get("kueue_local_queue") or name),
+            "volcano_queue": to_text(tenant.get("volcano_queue") or ""),
+        })
+    return plans
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -256,4 +380,8 @@ class FilterModule(object):
             "gpu_sharing_configs": gpu_sharing_configs,
             "gpu_product_label": gpu_product_label,
             "gpu_quota_check": gpu_quota_check,
+            "gpu_tolerations": gpu_tolerations,
+            "gpu_tenant_quota": gpu_tenant_quota,
+            "gpu_allocatable_diff": gpu_allocatable_diff,
+            "gpu_tenants_plan": gpu_tenants_plan,
         }

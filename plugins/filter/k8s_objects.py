@@ -52,12 +52,17 @@ PHASE_CLUSTER = 2
 PHASE_NAMESPACED = 3
 
 
+def _str(value):
+    """An exact ``str`` (Ansible tags its strings with a subclass that YAML cannot represent)."""
+    return str.__str__(to_text(value))
+
+
 def _plain(value):
     """Deep copy into plain dict/list/str/int/float/bool/None (drops Ansible tags)."""
     if isinstance(value, Mapping):
-        return dict((to_text(k), _plain(v)) for k, v in value.items())
+        return dict((_str(k), _plain(v)) for k, v in value.items())
     if isinstance(value, string_types):
-        return to_text(value)
+        return _str(value)
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -260,6 +265,12 @@ def k8s_served(objects, api_kinds, served=True):
     return [o for o in (objects or []) if (("%s/%s" % _identity(o)[:2]) in kinds) == bool(served)]
 
 
+def k8s_in_namespaces(objects, namespaces):
+    """Cluster-scoped objects, and namespaced ones whose namespace is in ``namespaces``."""
+    known = set(to_text(n) for n in (namespaces or []))
+    return [o for o in (objects or []) if k8s_phase(o) != PHASE_NAMESPACED or _identity(o)[2] in known]
+
+
 def k8s_stats_lines(stats):
     """Human summary of gpuops_k8s_stats: one headline, then one line per layer."""
     stats = stats or {}
@@ -279,6 +290,20 @@ def k8s_stats_lines(stats):
     return lines
 
 
+def k8s_nested(flat):
+    """``{"a.b.c": 1}`` to ``{"a": {"b": {"c": 1}}}`` (Helm values overrides from dotted paths)."""
+    out = {}
+    for path, value in sorted((flat or {}).items()):
+        node = out
+        parts = to_text(path).split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise AnsibleFilterError("k8s_nested: %s is both a value and a map" % path)
+        node[parts[-1]] = value
+    return out
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -290,5 +315,7 @@ class FilterModule(object):
             "k8s_helm_release": k8s_helm_release,
             "k8s_release_files": k8s_release_files,
             "k8s_served": k8s_served,
+            "k8s_in_namespaces": k8s_in_namespaces,
             "k8s_stats_lines": k8s_stats_lines,
+            "k8s_nested": k8s_nested,
         }

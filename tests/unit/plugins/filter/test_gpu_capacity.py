@@ -145,3 +145,68 @@ def test_product_label():
     assert f.gpu_product_label("NVIDIA A100-SXM4-40GB") == "NVIDIA-A100-SXM4-40GB"
     assert f.gpu_product_label(" weird / name ") == "weird-name"
     assert len(f.gpu_product_label("x" * 100)) == 63
+
+
+def test_tolerations_for_taints():
+    assert f.gpu_tolerations([{"key": "gpu", "value": "true", "effect": "NoSchedule"},
+                              {"key": "dedicated", "effect": "NoExecute"},
+                              {"key": "gpu", "value": "true", "effect": "NoSchedule"}]) == [
+        {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
+    with pytest.raises(AnsibleFilterError, match="a taint needs key and effect"):
+        f.gpu_tolerations([{"key": "gpu"}])
+
+
+def test_tenant_quota_defaults_from_the_fleet_share():
+    cfgs = sharing({"name": "ts4", "mode": "time-slicing", "replicas": 4})
+    cap = f.gpu_capacity([node("a", "hgx-h100", config="ts4")], sharing=cfgs)
+    hard = f.gpu_tenant_quota({"name": "t", "gpu_share": 0.25, "quota": {"requests.cpu": "64", "pods": 50}}, cap)
+    assert hard == {"requests.nvidia.com/gpu": 8, "requests.cpu": "64", "pods": 50}
+    assert f.gpu_tenant_quota({"name": "t"}, cap)["requests.nvidia.com/gpu"] == 32
+
+
+def test_tenant_quota_mig_resources_and_explicit_values():
+    cap = f.gpu_capacity([node("m", "h100-mig-mixed")], mig_strategy="mixed")
+    hard = f.gpu_tenant_quota({"name": "t", "gpu_share": 0.5, "quota": {"requests.nvidia.com/mig-1g.10gb": 2}}, cap)
+    assert hard == {"requests.nvidia.com/gpu": 0, "requests.nvidia.com/mig-1g.10gb": 2,
+                    "requests.nvidia.com/mig-2g.20gb": 0, "requests.nvidia.com/mig-3g.40gb": 0}
+
+
+@pytest.mark.parametrize("tenant, message", [
+    ({"name": "t", "quota": {"requests.nvidia.com/gpu": 9}}, "tenant t quota is larger than the fleet: requests.nvidia.com/gpu=9 but the fleet has 8"),
+    ({"name": "t", "gpu_share": 1.5}, "gpu_share must be between 0 and 1"),
+    ({"name": "t", "quota": {"requests.nvidia.com/mig-1g.10gb": 1}}, "mig-1g.10gb=1 but the fleet has 0"),
+])
+def test_tenant_quota_errors(tenant, message):
+    cap = f.gpu_capacity([node("a", "hgx-h100")])
+    with pytest.raises(AnsibleFilterError, match=message):
+        f.gpu_tenant_quota(tenant, cap)
+
+
+def test_allocatable_diff_names_node_and_numbers():
+    cfgs = sharing({"name": "ts4", "mode": "time-slicing", "replicas": 4})
+    cap = f.gpu_capacity([node("a", "hgx-h100", config="ts4"), node("b", "l40s"), node("cpu", "no-gpu")], sharing=cfgs)
+    k8s = [{"metadata": {"name": "a"}, "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"}}},
+           {"metadata": {"name": "b"}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}}]
+    assert f.gpu_allocatable_diff(k8s, cap) == [
+        "node a: allocatable nvidia.com/gpu is 8, expected 32 (8 GPU(s), device-plugin config ts4)"]
+    k8s[0]["status"]["allocatable"]["nvidia.com/gpu"] = "32"
+    assert f.gpu_allocatable_diff(k8s, cap) == []
+    assert f.gpu_allocatable_diff(k8s[:1], cap) == ["node b (host b) is not in the cluster"]
+
+
+def test_tenants_plan_defaults_and_errors():
+    cap = f.gpu_capacity([node("a", "hgx-h100")])
+    plans = f.gpu_tenants_plan([{"name": "team-a", "gpu_share": 0.5}, {"name": "b", "namespace": "team-b", "pod_security": "restricted",
+                                                                     "quota": {"requests.nvidia.com/gpu": 2}}],
+                               cap, default_quota={"pods": 100})
+    assert [(p["namespace"], p["pod_security"], p["quota"]) for p in plans] == [
+        ("team-a", "baseline", {"pods": 100, "requests.nvidia.com/gpu": 4}),
+        ("team-b", "restricted", {"pods": 100, "requests.nvidia.com/gpu": 2})]
+    assert plans[0]["kueue_local_queue"] == "team-a"
+    for tenants, message in [([{"name": "x", "namespace": "Bad_NS"}], "not a DNS label"),
+                             ([{"name": "x"}, {"name": "y", "namespace": "x"}], "tenants x and y share the namespace x"),
+                             ([{"name": "x", "pod_security": "loose"}], "pod_security must be one of"),
+                             ([{"name": "x", "quota": {"requests.nvidia.com/gpu": 100}}], "tenant x quota is larger than the fleet")]:
+        with pytest.raises(AnsibleFilterError, match=message):
+            f.gpu_tenants_plan(tenants, cap)

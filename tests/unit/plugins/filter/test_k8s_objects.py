@@ -119,3 +119,28 @@ def test_stats_lines():
         {"name": "a", "order": 10, "objects": 1, "releases": ["gpu-operator"], "changed": True}]})
     assert lines == ["Kubernetes GPU stack applied: 2 layers, 3 objects, 1 Helm releases",
                      "10 a: 1 objects, releases gpu-operator, changed", "20 b: 2 objects, unchanged"]
+
+
+def test_nested():
+    assert f.k8s_nested({"driver.manager.repository": "r/x", "driver.repository": "r", "toolkit.enabled": False}) == {
+        "driver": {"manager": {"repository": "r/x"}, "repository": "r"}, "toolkit": {"enabled": False}}
+    with pytest.raises(AnsibleFilterError, match="both a value and a map"):
+        f.k8s_nested({"a": 1, "a.b": 2})
+
+
+class TaggedStr(str):
+    """Like ansible-core's tagged strings: a str subclass that SafeDumper cannot represent."""
+
+
+def test_manifest_renders_str_subclasses():
+    o = obj(TaggedStr("ConfigMap"), TaggedStr("x"), TaggedStr("ns"), data={TaggedStr("k"): TaggedStr("v")})
+    assert yaml.safe_load(f.k8s_manifest([o]).split("---\n", 1)[1]) == {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ns"}, "data": {"k": "v"}}
+    assert "v" in f.k8s_yaml({"a": TaggedStr("v")})
+
+
+def test_in_namespaces_keeps_cluster_scoped_and_known_namespaces():
+    kept = f.k8s_in_namespaces(MIXED, ["gpu-operator"])
+    assert sorted(kinds(kept)) == ["ClusterQueue", "ConfigMap", "CustomResourceDefinition", "Namespace", "Namespace",
+                                   "PriorityClass"]
+    assert f.k8s_in_namespaces(MIXED, ["gpu-operator", "team-a"]) == MIXED

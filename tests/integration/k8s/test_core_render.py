@@ -1,0 +1,242 @@
+"""Render cluster.yml in several configurations and check what it would apply.
+
+One ansible-playbook run per configuration (module-scoped fixtures), then many
+checks on the rendered files: Kubernetes schemas, upstream CRDs and chart
+values, apply order, and numbers that must follow from the replayed facts.
+"""
+import math
+
+import pytest
+import yaml
+
+from k8s_support import (DEFAULT_K8S_VERSION, check_helm_values, load_facts, render_cluster,
+                         validate_objects)
+
+pytestmark = pytest.mark.slow
+
+SHARING = [
+    {"name": "default", "mode": "none"},
+    {"name": "ts4", "mode": "time-slicing", "replicas": 4, "fail_requests_greater_than_one": True},
+    {"name": "mps2", "mode": "mps", "replicas": 2, "rename_by_default": True},
+]
+TENANTS = [
+    {"name": "team-a", "gpu_share": 0.5, "kueue_cluster_queue": "gpu", "volcano_queue": "team-a",
+     "admins": [{"kind": "Group", "name": "team-a-admins"}], "members": [{"kind": "User", "name": "alice"}],
+     "ingress_from_namespaces": ["monitoring"], "egress_cidrs": ["10.20.0.0/16"], "pod_security": "restricted"},
+    {"name": "team-b", "quota": {"requests.nvidia.com/gpu": 2, "requests.cpu": "64", "requests.memory": "512Gi"}},
+]
+
+
+def gpus(name):
+    return len(load_facts(name)["gpus"])
+
+
+@pytest.fixture(scope="module")
+def time_slicing(render):
+    """Host driver (the default), time-slicing on one node, MPS on another, Prometheus Operator present."""
+    return render("time-slicing", extra_vars={
+        "gpu_sharing_configs": SHARING,
+        "gpu_tenants_list": TENANTS,
+        "gpuops_k8s_assume_api_kinds": ["monitoring.coreos.com/v1/ServiceMonitor"],
+    }, nodes={
+        "gpu-a": {"facts": "hgx-h100", "vars": {"gpu_nodes_device_plugin_config": "ts4"}},
+        "gpu-b": {"facts": "l40s", "vars": {"gpu_nodes_device_plugin_config": "mps2",
+                                            "gpu_nodes_node_name": "gpu-b.k8s.example"}},
+        "cpu-a": {"facts": "no-gpu"},
+    })
+
+
+@pytest.fixture(scope="module")
+def mig_mixed(render):
+    """Operator-managed driver and toolkit, MIG mixed, time-sliced MIG slices, air-gapped registry."""
+    return render("mig-mixed", extra_vars={
+        "gpuops_driver_source": "operator",
+        "gpuops_toolkit_source": "operator",
+        "gpuops_k8s_mig_strategy": "mixed",
+        "gpu_sharing_configs": [{"name": "mig-ts", "mode": "time-slicing",
+                                 "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}],
+        "gpu_sharing_default_config": "mig-ts",
+        "gpu_operator_image_registry": "registry.local/nvcr/",
+        "gpu_operator_image_pull_secrets": ["nvcr-mirror"],
+        "gpu_operator_chart_path": "/srv/charts/gpu-operator-v26.7.0.tgz",
+        "gpu_nodes_taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, {"key": "dedicated", "value": "ml", "effect": "NoExecute"}],
+        "gpu_tenants_list": [{"name": "research", "gpu_share": 0.5,
+                              "quota": {"requests.nvidia.com/mig-3g.40gb": 1}}],
+    }, nodes={"mig-a": {"facts": "h100-mig-mixed", "vars": {"gpu_nodes_mig_config": "custom-mixed"}}})
+
+
+@pytest.fixture(scope="module")
+def mig_single_plan(render):
+    """MIG single strategy with counts from the MIG plan (mig_k8s_resources), no tenants."""
+    return render("mig-single", extra_vars={"gpuops_k8s_mig_strategy": "single"}, nodes={
+        "mig-b": {"facts": "hgx-h100", "mig_k8s_resources": {"single": {"nvidia.com/gpu": 56},
+                                                            "mixed": {"nvidia.com/mig-1g.10gb": 56}}},
+    })
+
+
+CONFIGS = ["time_slicing", "mig_mixed", "mig_single_plan"]
+
+
+@pytest.fixture(params=CONFIGS)
+def rendered(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_every_object_is_valid_for_kubernetes_and_the_upstream_crds(rendered, shared_reference):
+    counts = validate_objects(rendered.objects, shared_reference, DEFAULT_K8S_VERSION)
+    assert counts["builtin"] > 0
+    assert counts["builtin"] + counts["custom"] == len(rendered.objects)
+
+
+def test_helm_values_exist_in_the_upstream_chart(rendered, shared_reference):
+    values = rendered.releases["gpu-operator"]["values"]
+    assert check_helm_values(values, shared_reference / "gpu-operator" / "chart" / "values.yaml") == []
+
+
+def test_layers_and_objects_are_in_apply_order(rendered):
+    orders = [layer["order"] for layer in rendered.layers.values()]
+    assert orders == sorted(orders)
+    for name, layer in rendered.layers.items():
+        kinds = [o["kind"] for o in layer["objects"]]
+        namespaces = [i for i, k in enumerate(kinds) if k == "Namespace"]
+        assert namespaces == list(range(len(namespaces))), "%s: namespaces must come first: %s" % (name, kinds)
+        crds = [i for i, k in enumerate(kinds) if k == "CustomResourceDefinition"]
+        custom = [i for i, o in enumerate(layer["objects"]) if "." in o["apiVersion"].split("/")[0]
+                  and not o["apiVersion"].endswith("k8s.io/v1")]
+        assert not crds or not custom or max(crds) < min(custom)
+        # Cluster-scoped objects before namespaced ones.
+        scoped = [bool(o["metadata"].get("namespace")) for o in layer["objects"]]
+        assert scoped == sorted(scoped), "%s: cluster-scoped objects must precede namespaced ones" % name
+    # The operator's namespace is rendered before anything is placed in it.
+    first = rendered.objects.index(rendered.one("Namespace", "gpu-operator"))
+    assert all(rendered.objects.index(o) > first for o in rendered.objects if o["metadata"].get("namespace") == "gpu-operator")
+
+
+def test_operator_values_follow_variables_and_facts(time_slicing, mig_mixed):
+    host = time_slicing.releases["gpu-operator"]
+    assert host["release"] == {"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator",
+                               "version": "v26.7.0", "repoURL": "https://helm.ngc.nvidia.com/nvidia",
+                               "createNamespace": False, "valuesFile": "values.yaml"}
+    v = host["values"]
+    assert v["driver"] == {"enabled": False} and v["toolkit"] == {"enabled": False}
+    assert v["mig"] == {"strategy": "single"}
+    assert v["devicePlugin"]["config"] == {"name": "nvidia-device-plugin-config", "default": "default"}
+    assert v["dcgmExporter"]["serviceMonitor"] == {"enabled": True}
+    assert {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in v["daemonsets"]["tolerations"]
+    assert "operator" not in v or "repository" not in v.get("operator", {})
+
+    m = mig_mixed.releases["gpu-operator"]
+    assert m["release"]["chartPath"] == "/srv/charts/gpu-operator-v26.7.0.tgz" and "repoURL" not in m["release"]
+    v = m["values"]
+    assert v["driver"]["enabled"] is True and v["toolkit"]["enabled"] is True
+    assert v["mig"] == {"strategy": "mixed"}
+    assert v["dcgmExporter"]["serviceMonitor"] == {"enabled": False}
+    assert v["devicePlugin"]["config"]["default"] == "mig-ts"
+    assert v["operator"]["repository"] == "registry.local/nvcr/nvidia"
+    assert v["driver"]["manager"]["repository"] == "registry.local/nvcr/nvidia/cloud-native"
+    assert v["toolkit"]["repository"] == "registry.local/nvcr/nvidia/k8s"
+    assert v["devicePlugin"]["imagePullSecrets"] == ["nvcr-mirror"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"} in v["daemonsets"]["tolerations"]
+    assert v["daemonsets"]["tolerations"].count({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}) == 1
+
+
+def test_sharing_configmap_holds_one_device_plugin_config_per_name(time_slicing):
+    cm = time_slicing.one("ConfigMap", "nvidia-device-plugin-config", "gpu-operator")
+    docs = {k: yaml.safe_load(v) for k, v in cm["data"].items()}
+    assert docs["default"] == {"version": "v1", "flags": {"migStrategy": "single"}}
+    assert docs["ts4"]["sharing"]["timeSlicing"] == {
+        "renameByDefault": False, "failRequestsGreaterThanOne": True,
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}
+    assert docs["mps2"]["sharing"] == {"mps": {"renameByDefault": True,
+                                               "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}
+
+
+def test_node_labels_come_from_facts_and_host_settings(time_slicing, mig_mixed):
+    a = time_slicing.one("Node", "gpu-a")["metadata"]["labels"]
+    assert a["nvidia.com/device-plugin.config"] == "ts4"
+    assert a["platform.gpuops.io/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert a["platform.gpuops.io/gpu.count"] == str(gpus("hgx-h100"))
+    assert time_slicing.one("Node", "gpu-b.k8s.example")["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "mps2"
+    # A host without GPUs is not labelled.
+    assert [n["metadata"]["name"] for n in time_slicing.find("Node")] == ["gpu-a", "gpu-b.k8s.example"]
+    m = mig_mixed.one("Node", "mig-a")["metadata"]["labels"]
+    assert m["nvidia.com/mig.config"] == "custom-mixed"
+    assert m["nvidia.com/device-plugin.config"] == "mig-ts"
+
+
+def test_tenant_quotas_follow_the_fleet_capacity(time_slicing, mig_mixed, mig_single_plan):
+    # 8 H100 x 4 time-slicing replicas, and 4 L40S x 2 MPS replicas renamed to nvidia.com/gpu.shared.
+    fleet_gpu = gpus("hgx-h100") * 4
+    fleet_shared = gpus("l40s") * 2
+    qa = time_slicing.one("ResourceQuota", "gpuops-tenant", "team-a")["spec"]["hard"]
+    assert qa["requests.nvidia.com/gpu"] == str(math.floor(fleet_gpu * 0.5))
+    assert qa["requests.nvidia.com/gpu.shared"] == str(math.floor(fleet_shared * 0.5))
+    qb = time_slicing.one("ResourceQuota", "gpuops-tenant", "team-b")["spec"]["hard"]
+    assert qb["requests.nvidia.com/gpu"] == "2" and qb["requests.cpu"] == "64"
+    assert qb["requests.nvidia.com/gpu.shared"] == str(fleet_shared)
+    # MIG mixed: 1 full GPU, 3g.40gb, 2g.20gb, and two 1g.10gb slices x 2 replicas.
+    qr = mig_mixed.one("ResourceQuota", "gpuops-tenant", "research")["spec"]["hard"]
+    assert qr == {"pods": "500", "requests.nvidia.com/gpu": "0", "requests.nvidia.com/mig-1g.10gb": "2",
+                  "requests.nvidia.com/mig-2g.20gb": "0", "requests.nvidia.com/mig-3g.40gb": "1"}
+    assert mig_single_plan.find("ResourceQuota") == []
+
+
+def test_tenant_namespace_access_and_network(time_slicing):
+    ns = time_slicing.one("Namespace", "team-a")["metadata"]
+    assert ns["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert ns["annotations"] == {"platform.gpuops.io/volcano-queue": "team-a"}
+    assert time_slicing.one("Namespace", "team-b")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    deny = time_slicing.one("NetworkPolicy", "gpuops-default-deny", "team-a")["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    allow = time_slicing.one("NetworkPolicy", "gpuops-allow", "team-a")["spec"]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}} in allow["ingress"][0]["from"]
+    assert {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]} in allow["egress"]
+    rb = time_slicing.one("RoleBinding", "gpuops-tenant-admin", "team-a")
+    assert rb["roleRef"]["name"] == "admin" and rb["subjects"][0]["name"] == "team-a-admins"
+    assert time_slicing.one("LocalQueue", "team-a", "team-a")["spec"] == {"clusterQueue": "gpu"}
+    assert time_slicing.find("LocalQueue", namespace="team-b") == []
+    assert {p["metadata"]["name"] for p in time_slicing.find("PriorityClass")} == {"gpu-inference-critical", "gpu-batch"}
+
+
+def test_render_is_deterministic_and_idempotent(time_slicing, installed_collection):
+    """A second render into the same folder writes the same bytes and reports no change."""
+    before = {p.relative_to(time_slicing.dir): p.read_bytes() for p in time_slicing.dir.rglob("*") if p.is_file()}
+    again = render_cluster(time_slicing.dir.parent, extra_vars={
+        "gpu_sharing_configs": SHARING, "gpu_tenants_list": TENANTS,
+        "gpuops_k8s_assume_api_kinds": ["monitoring.coreos.com/v1/ServiceMonitor"]},
+        nodes={"gpu-a": {"facts": "hgx-h100", "vars": {"gpu_nodes_device_plugin_config": "ts4"}},
+               "gpu-b": {"facts": "l40s", "vars": {"gpu_nodes_device_plugin_config": "mps2",
+                                                   "gpu_nodes_node_name": "gpu-b.k8s.example"}},
+               "cpu-a": {"facts": "no-gpu"}},
+        collections_path=installed_collection)
+    after = {p.relative_to(again.dir): p.read_bytes() for p in again.dir.rglob("*") if p.is_file()}
+    assert after == before
+    assert "localhost                  : ok=" in again.output
+    recap = [line for line in again.output.splitlines() if line.startswith("localhost ")][-1]
+    assert "changed=0" in recap, recap
+
+
+def test_summary_counts_layers_objects_and_releases(time_slicing):
+    line = "Kubernetes GPU stack rendered into %s: %d layers, %d objects, 1 Helm releases" % (
+        time_slicing.dir, len(time_slicing.layers), len(time_slicing.objects))
+    assert line in " ".join(time_slicing.output.split())
+    assert time_slicing.tasks > 0
+
+
+@pytest.mark.parametrize("name, extra_vars, nodes, message", [
+    ("negative-replicas", {"gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": -2}]},
+     {"gpu-a": {"facts": "hgx-h100"}}, "sharing config 'ts': replicas of nvidia.com/gpu must be at least 1, got -2"),
+    ("unknown-mig-strategy", {"gpuops_k8s_mig_strategy": "triple"},
+     {"gpu-a": {"facts": "hgx-h100"}}, "gpu_operator_mig_strategy must be one of single, mixed (got triple)"),
+    ("quota-over-fleet", {"gpu_tenants_list": [{"name": "greedy", "quota": {"requests.nvidia.com/gpu": 1000}}]},
+     {"gpu-a": {"facts": "hgx-h100"}}, "tenant greedy quota is larger than the fleet: requests.nvidia.com/gpu=1000 but the fleet has"),
+    ("mps-with-mig", {"gpu_sharing_configs": [{"name": "mps", "mode": "mps", "replicas": 2}],
+                      "gpu_sharing_default_config": "mps"},
+     {"mig-a": {"facts": "h100-mig-single"}}, "node mig-a: MPS sharing (config 'mps') cannot be used with MIG"),
+])
+def test_bad_variables_fail_early_with_a_clear_message(render, name, extra_vars, nodes, message):
+    result = render(name, extra_vars=extra_vars, nodes=nodes, expect_failure=True)
+    flat = " ".join(result.output.split())
+    assert message in flat, result.output[-2000:]
+    # Failed in the plan, before any layer was rendered (or applied).
+    assert not result.dir.exists() or not any(result.dir.iterdir())
