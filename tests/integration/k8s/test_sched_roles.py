@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from k8s_support import DEFAULT_K8S_VERSION, check_helm_values, validate_builtin, validate_objects
+from k8s_support import DEFAULT_K8S_VERSION, check_helm_values, load_facts, validate_builtin, validate_objects
 from sched_support import fleet, plan_roles
 
 pytestmark = pytest.mark.slow
@@ -28,15 +28,16 @@ ALL_ON = {
 CONFIGS = {
     # Host driver, whole GPUs (the collection's default).
     "host-driver": lambda: dict(ALL_ON, gpuops_k8s_capacity=fleet(HOSTS)),
-    # Time-slicing with 4 replicas on the L40S nodes, two teams sharing a cohort.
+    # Time-slicing with 4 replicas on two HGX H100 (64 schedulable GPUs), two
+    # teams splitting them in a cohort.
     "time-slicing": lambda: dict(
         ALL_ON,
-        gpuops_k8s_capacity=fleet({"l40s-01": "l40s", "l40s-02": "l40s"},
+        gpuops_k8s_capacity=fleet({"hgx-h100-01": "hgx-h100", "hgx-h100-02": "hgx-h100"},
                                   sharing=[{"name": "ts4", "mode": "time-slicing", "replicas": 4}], default_config="ts4"),
         kueue_cluster_queues=[
-            {"name": "team-a", "namespaces": ["team-a"], "quotas": {"nvidia-l40s": {"nvidia.com/gpu": 20}}},
-            {"name": "team-b", "namespaces": ["team-b"], "quotas": {"nvidia-l40s": {"nvidia.com/gpu": 12, "cpu": 32}},
-             "borrowing_limits": {"nvidia-l40s": {"nvidia.com/gpu": 4}}}],
+            {"name": "team-a", "namespaces": ["team-a"], "quotas": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 40}}},
+            {"name": "team-b", "namespaces": ["team-b"], "quotas": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 24, "cpu": 32}},
+             "borrowing_limits": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 4}}}],
         gpu_tenants_list=[{"name": "team-a", "kueue_cluster_queue": "team-a"}]),
     "mig-single": lambda: dict(ALL_ON, gpuops_k8s_capacity=fleet({"h100-mig-01": "h100-mig-single"}, "single")),
     # Mixed MIG beside whole GPUs, the operator's driver container, every
@@ -140,6 +141,9 @@ def test_flavors_select_the_product_label_and_tolerate_the_gpu_taint(planned):
 
 
 def test_default_quota_is_exactly_the_fleet(installed_collection, tmp_path):
+    # Counted from the recorded facts, independently of the capacity filter.
+    h100 = 2 * len(load_facts("hgx-h100")["gpus"])
+    l40s = 2 * len(load_facts("l40s")["gpus"])
     extra = dict(ALL_ON, gpuops_k8s_capacity=fleet(HOSTS))
     rc, output, data = plan_roles(tmp_path, extra, installed_collection, roles=["kueue"])
     assert rc == 0, output[-3000:]
@@ -147,10 +151,33 @@ def test_default_quota_is_exactly_the_fleet(installed_collection, tmp_path):
     quotas = {(f["name"], r["name"]): r["nominalQuota"]
               for f in cq["spec"]["resourceGroups"][0]["flavors"] for r in f["resources"]}
     assert quotas == {
-        ("nvidia-h100-80gb-hbm3", "cpu"): "256", ("nvidia-h100-80gb-hbm3", "memory"): "2048Gi",
-        ("nvidia-h100-80gb-hbm3", "nvidia.com/gpu"): "16",
-        ("nvidia-l40s", "cpu"): "128", ("nvidia-l40s", "memory"): "1024Gi", ("nvidia-l40s", "nvidia.com/gpu"): "8"}
+        ("nvidia-h100-80gb-hbm3", "cpu"): str(16 * h100), ("nvidia-h100-80gb-hbm3", "memory"): "%dGi" % (128 * h100),
+        ("nvidia-h100-80gb-hbm3", "nvidia.com/gpu"): str(h100),
+        ("nvidia-l40s", "cpu"): str(16 * l40s), ("nvidia-l40s", "memory"): "%dGi" % (128 * l40s),
+        ("nvidia-l40s", "nvidia.com/gpu"): str(l40s)}
     assert cq["spec"]["namespaceSelector"] == {} and cq["spec"]["cohortName"] == "gpu-fleet"
+
+
+def test_queues_tenants_name_are_made_and_borrow_from_the_cohort(installed_collection, tmp_path):
+    tenants = [{"name": "team-a", "kueue_cluster_queue": "shared", "volcano_queue": "team-a"},
+               {"name": "team-b", "namespace": "b-ns", "kueue_cluster_queue": "shared"},
+               {"name": "team-c", "kueue_cluster_queue": "gpu-fleet", "volcano_queue": "gpu-batch"}]
+    extra = dict(ALL_ON, gpuops_k8s_capacity=fleet(HOSTS), gpu_tenants_list=tenants)
+    rc, output, data = plan_roles(tmp_path, extra, installed_collection, roles=["volcano", "kueue"])
+    assert rc == 0, output[-3000:]
+    assert sorted(q["metadata"]["name"] for q in _of(data, "Queue")) == ["gpu-batch", "team-a"]
+    queues = {cq["metadata"]["name"]: cq["spec"] for cq in _of(data, "ClusterQueue")}
+    assert sorted(queues) == ["gpu-fleet", "shared"]
+    shared = queues["shared"]
+    assert shared["cohortName"] == queues["gpu-fleet"]["cohortName"] == "gpu-fleet"
+    assert shared["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "b-ns"]}]
+    (group,) = shared["resourceGroups"]
+    # The same flavors and resources as the fleet queue, all with zero quota:
+    # it can only borrow what gpu-fleet leaves idle.
+    assert group == {**group, "coveredResources": queues["gpu-fleet"]["resourceGroups"][0]["coveredResources"]}
+    assert {f["name"] for f in group["flavors"]} == {"nvidia-h100-80gb-hbm3", "nvidia-l40s"}
+    assert {r["nominalQuota"] for f in group["flavors"] for r in f["resources"]} <= {"0", "0Gi"}
 
 
 def test_smoke_test_has_a_cuda_pod_per_node_and_per_mig_profile_under_mixed(planned):
@@ -221,17 +248,20 @@ BAD = [
      "queue a: weight must be an integer from 1 to 65535, got -1"),
     (["volcano"], {"volcano_queues": [{"name": "a", "capability": {"nvidia.com/gpu": 2}, "guarantee": {"nvidia.com/gpu": 4}}]},
      "queue a: guarantee nvidia.com/gpu=4 is more than its capability 2"),
-    (["volcano"], {"volcano_queues": [{"name": "a"}], "gpu_tenants_list": [{"name": "team-a", "volcano_queue": "team-a"}]},
-     "tenant team-a uses volcano_queue team-a, which is not one of the queues (a)"),
-    (["kueue"], {"kueue_cluster_queues": [{"name": "a", "quotas": {"nvidia-l40s": {"nvidia.com/gpu": 6}}},
-                                          {"name": "b", "quotas": {"nvidia-l40s": {"nvidia.com/gpu": 4}}}]},
-     "ClusterQueues a, b ask for 10 nvidia.com/gpu on flavor nvidia-l40s, but the fleet has 8"),
+    (["volcano"], {"volcano_queues": [{"name": "a"}], "volcano_tenant_queues": False,
+                   "gpu_tenants_list": [{"name": "team-a", "volcano_queue": "team-a"}]},
+     "tenant team-a uses volcano_queue team-a, which is not one of the queues (a); define it in volcano_queues"),
+    (["kueue"], {"kueue_cluster_queues": [{"name": "a", "quotas": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 10}}},
+                                          {"name": "b", "quotas": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 7}}}]},
+     "ClusterQueues a, b ask for 17 nvidia.com/gpu on flavor nvidia-h100-80gb-hbm3, but the fleet has 16"),
     (["kueue"], {"kueue_cluster_queues": [{"name": "a", "quotas": {"nvidia-l40s": {"nvidia.com/gpu": -2}}}]},
      "ClusterQueue a: nvidia.com/gpu quota of flavor nvidia-l40s must be a whole number of devices, not negative, got -2"),
     (["kueue"], {"kueue_cluster_queues": [{"name": "a", "quotas": {"a100": {"nvidia.com/gpu": 1}}}]},
      "ClusterQueue a sets quota on flavor a100, which is not one of the ResourceFlavors"),
-    (["kueue"], {"gpu_tenants_list": [{"name": "team-a", "kueue_cluster_queue": "team-a"}]},
-     "tenant team-a uses kueue_cluster_queue team-a, which is not one of the ClusterQueues (gpu-fleet)"),
+    (["kueue"], {"kueue_tenant_cluster_queues": False, "gpu_tenants_list": [{"name": "team-a", "kueue_cluster_queue": "team-a"}]},
+     "tenant team-a uses kueue_cluster_queue team-a, which is not one of the ClusterQueues (gpu-fleet); define it in kueue_cluster_queues"),
+    (["kueue"], {"kueue_cohort": "", "gpu_tenants_list": [{"name": "team-a", "kueue_cluster_queue": "team-a"}]},
+     "the tenant ClusterQueues team-a have no quota of their own and borrow from the cohort; set kueue_cohort"),
     (["kuberay"], {"kuberay_worker_min_replicas": -1},
      "the GPU worker group needs 0 <= kuberay_worker_min_replicas (-1)"),
     (["kuberay"], {"kuberay_worker_max_replicas": 0, "kuberay_worker_min_replicas": 1},
