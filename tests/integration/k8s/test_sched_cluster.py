@@ -57,7 +57,7 @@ def test_flavors_select_labelled_nodes_and_tolerate_their_taints(stack):
             assert any(t["key"] == taint["key"] and t.get("effect", taint["effect"]) == taint["effect"]
                        for t in flavor["spec"]["tolerations"]), (flavor["metadata"]["name"], taint)
     for pod in stack.find("Pod"):
-        assert {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
+        assert {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
 
 
 def test_tenant_queues_exist(stack):

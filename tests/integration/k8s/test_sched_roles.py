@@ -137,7 +137,7 @@ def test_flavors_select_the_product_label_and_tolerate_the_gpu_taint(planned):
     flavors = _of(data, "ResourceFlavor")
     assert {f["spec"]["nodeLabels"]["platform.gpuops.io/gpu.product"] for f in flavors} == products
     for flavor in flavors:
-        assert {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"} in flavor["spec"]["tolerations"]
+        assert {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in flavor["spec"]["tolerations"]
 
 
 def test_default_quota_is_exactly_the_fleet(installed_collection, tmp_path):
