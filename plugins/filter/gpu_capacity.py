@@ -15,15 +15,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
-from ansible.module_utils.six import string_types
-
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover
-    from collections import Mapping
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -60,7 +55,7 @@ def gpu_sharing_configs(configs, mig_strategy="single"):
         raise AnsibleFilterError("unknown MIG strategy %r: use one of %s" % (mig_strategy, ", ".join(MIG_STRATEGIES)))
     if configs is None:
         configs = []
-    if isinstance(configs, Mapping) or isinstance(configs, string_types):
+    if isinstance(configs, Mapping) or isinstance(configs, str):
         raise AnsibleFilterError("the sharing configs must be a list of {name, mode, ...} mappings")
     result = {}
     for index, cfg in enumerate(configs):
@@ -138,6 +133,23 @@ def _mig_profiles(gpus):
     return full, profiles, mig
 
 
+def _planned_counts(name, strategy, entry):
+    """Counts of the MIG plan for one strategy.
+
+    Accepts the mig role's form ``{valid, reason, resources: {...}}`` and a
+    plain ``{resource: count}``; an invalid plan fails with its reason.
+    """
+    if not isinstance(entry, Mapping):
+        raise AnsibleFilterError("node %s: mig_k8s_resources.%s must be a mapping" % (name, strategy))
+    if "resources" in entry or "valid" in entry:
+        if entry.get("valid") is False:
+            raise AnsibleFilterError("node %s: the MIG layout cannot be used with the %s strategy: %s"
+                                     % (name, strategy, entry.get("reason") or "invalid"))
+        entry = entry.get("resources") or {}
+    return dict((to_text(k), _int(v, "node %s: mig_k8s_resources.%s.%s" % (name, strategy, k)))
+                for k, v in entry.items())
+
+
 def _base_resources(node, strategy):
     """Device-plugin resources of one node before sharing, and whether it uses MIG."""
     name = node["name"]
@@ -147,9 +159,10 @@ def _base_resources(node, strategy):
         if not isinstance(planned, Mapping):
             raise AnsibleFilterError("node %s: mig_k8s_resources must be a mapping per strategy" % name)
         if strategy in planned:
-            counts = dict((to_text(k), _int(v, "node %s: mig_k8s_resources.%s.%s" % (name, strategy, k)))
-                          for k, v in (planned[strategy] or {}).items())
-            planned_mig = [k for k in list(counts) + list(planned.get("mixed") or {}) if to_text(k).startswith(MIG_PREFIX)]
+            counts = _planned_counts(name, strategy, planned[strategy])
+            mixed = planned.get("mixed") or {}
+            mixed = mixed.get("resources", mixed) if isinstance(mixed, Mapping) else {}
+            planned_mig = [k for k in list(counts) + list(mixed) if to_text(k).startswith(MIG_PREFIX)]
             return counts, bool(planned_mig) or _mig_profiles(facts.get("gpus"))[2]
     if not facts.get("present"):
         return {}, False
@@ -337,7 +350,7 @@ def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, d
     """Check and complete the tenant list: namespace, Pod Security level, quota from the fleet, limits, queues."""
     if tenants is None:
         tenants = []
-    if isinstance(tenants, Mapping) or isinstance(tenants, string_types):
+    if isinstance(tenants, Mapping) or isinstance(tenants, str):
         raise AnsibleFilterError("the tenants must be a list of {name, ...} mappings")
     plans, namespaces = [], {}
     for tenant in tenants:

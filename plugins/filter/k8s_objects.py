@@ -12,19 +12,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections.abc import Mapping, Sequence
+
+import yaml  # a dependency of ansible-core itself
+
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
-from ansible.module_utils.six import string_types
-
-try:
-    import yaml
-except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
-    yaml = None
-
-try:
-    from collections.abc import Mapping, Sequence
-except ImportError:  # pragma: no cover
-    from collections import Mapping, Sequence
 
 # Within one scope, the kinds that others depend on come first (the order Helm
 # installs in); kinds not listed (custom resources) follow, by name.
@@ -61,7 +54,7 @@ def _plain(value):
     """Deep copy into plain dict/list/str/int/float/bool/None (drops Ansible tags)."""
     if isinstance(value, Mapping):
         return dict((_str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         return _str(value)
     if isinstance(value, bool) or value is None:
         return value
@@ -107,7 +100,7 @@ def k8s_apply_order(objects):
     """Objects sorted into apply order; duplicates (same apiVersion group, kind, namespace, name) are an error."""
     if objects is None:
         return []
-    if isinstance(objects, Mapping) or isinstance(objects, string_types):
+    if isinstance(objects, Mapping) or isinstance(objects, str):
         raise AnsibleFilterError("k8s_apply_order expects a list of Kubernetes objects")
     seen = {}
     for obj in objects:
@@ -139,7 +132,7 @@ def k8s_phases(objects):
     return result
 
 
-class _ManifestDumper(yaml.SafeDumper if yaml else object):
+class _ManifestDumper(yaml.SafeDumper):
     """Block style for multi-line strings, so embedded config files stay readable."""
 
 
@@ -148,14 +141,11 @@ def _represent_str(dumper, data):
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
-if yaml:
-    _ManifestDumper.add_representer(type(u""), _represent_str)
+_ManifestDumper.add_representer(str, _represent_str)
 
 
 def k8s_manifest(objects, header=None):
     """Objects in apply order as one multi-document YAML string (keys sorted: deterministic)."""
-    if yaml is None:  # pragma: no cover
-        raise AnsibleFilterError("PyYAML is required for k8s_manifest")
     docs = []
     if header:
         docs.append("".join("# %s\n" % line for line in to_text(header).splitlines()))
@@ -168,8 +158,6 @@ def k8s_manifest(objects, header=None):
 
 def k8s_yaml(value):
     """One value as a deterministic YAML document (Helm values files, release descriptors)."""
-    if yaml is None:  # pragma: no cover
-        raise AnsibleFilterError("PyYAML is required for k8s_yaml")
     return "---\n" + yaml.dump(_plain(value), Dumper=_ManifestDumper, default_flow_style=False,
                                sort_keys=True, allow_unicode=True, width=1000)
 

@@ -24,6 +24,8 @@ render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False) -> Re
     The collection is the one built from this checkout and installed into a
     temporary collections path once per test session (``installed_collection``
     fixture in conftest.py passes it in as ``collections_path``).
+    kubernetes.core is pointed at an unreachable API server (``K8S_AUTH_HOST``),
+    so a render that touched the API would fail.
     With ``expect_failure`` the run must fail; ``Rendered.output`` holds the
     combined output for asserting the error message.
 
@@ -68,6 +70,7 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
 ROOT = Path(__file__).resolve().parents[3]
+# Recorded nvml_facts fixtures first; ./facts holds layouts no recording has (MIG mixed).
 FIXTURE_DIRS = [ROOT / "tests" / "fixtures" / "nvml", Path(__file__).resolve().parent / "facts"]
 
 # Kubernetes version the collection targets by default (gpuops_k8s_version).
@@ -95,8 +98,8 @@ class Rendered:
         self.tasks = _count_tasks(output)
         if not self.dir.is_dir():
             return
-        for layer_dir in sorted(p for p in self.dir.iterdir() if p.is_dir()):
-            order, _, name = layer_dir.name.partition("-")
+        for layer_dir in sorted(p for p in self.dir.iterdir() if p.is_dir() and re.match(r"^[0-9]{2}-", p.name)):
+            order, dummy, name = layer_dir.name.partition("-")
             layer = {"order": int(order), "objects": [], "releases": {}, "dir": layer_dir}
             manifest = layer_dir / "manifests.yaml"
             if manifest.is_file():
@@ -104,6 +107,8 @@ class Rendered:
             helm = layer_dir / "helm"
             if helm.is_dir():
                 for rel_dir in sorted(helm.iterdir()):
+                    if not (rel_dir / "release.yaml").is_file():
+                        continue  # left empty by the pruning of an earlier render
                     entry = {
                         "release": yaml.safe_load((rel_dir / "release.yaml").read_text()),
                         "values": yaml.safe_load((rel_dir / "values.yaml").read_text()) or {},
@@ -111,7 +116,8 @@ class Rendered:
                     }
                     layer["releases"][rel_dir.name] = entry
                     self.releases[rel_dir.name] = entry
-            self.layers[name] = layer
+            if layer["objects"] or layer["releases"]:
+                self.layers[name] = layer
             self.objects.extend(layer["objects"])
 
     def find(self, kind, name=None, namespace=None):
@@ -194,6 +200,10 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
         "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml",
         "ANSIBLE_LOCALHOST_WARNING": "0",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+        # Render mode must make no API call: any kubernetes.core module that ran
+        # would try this unreachable API server and fail the run.
+        "K8S_AUTH_HOST": "https://127.0.0.1:9",
+        "K8S_AUTH_KUBECONFIG": str(workdir / "no-such-kubeconfig"),
     })
     if collections_path:
         env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join([str(collections_path), str(ROOT / "collections")])
@@ -202,7 +212,8 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
     proc = subprocess.run(
         [str(bindir / "ansible-playbook"), "-i", str(workdir / "hosts.yml"), str(workdir / "play.yml"),
          "-e", "@%s" % (workdir / "extra_vars.json")],
-        cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+        check=False)
     output = proc.stdout
     (workdir / "output.txt").write_text(output)
     if expect_failure:
@@ -224,7 +235,7 @@ def validate_builtin(obj, version=DEFAULT_K8S_VERSION):
     except SchemaNotFoundError:
         return False
     except kubernetes_validate.ValidationError as exc:
-        raise AssertionError("%s is not valid Kubernetes %s: %s" % (_describe(obj), version, str(exc).split("\n")[0]))
+        raise AssertionError("%s is not valid Kubernetes %s: %s" % (_describe(obj), version, str(exc).split("\n", maxsplit=1)[0]))
     return True
 
 
@@ -284,7 +295,7 @@ def _to_jsonschema(schema):
 
 
 def validate_custom(obj, reference_dir):
-    group, _, version = obj["apiVersion"].rpartition("/")
+    group, dummy, version = obj["apiVersion"].rpartition("/")
     found = _crds(reference_dir).get((group, obj["kind"], version))
     if not found:
         raise AssertionError("no CRD in %s serves %s/%s (%s)" % (reference_dir, obj["apiVersion"], obj["kind"], _describe(obj)))

@@ -67,10 +67,15 @@ def mig_mixed(render):
 
 @pytest.fixture(scope="module")
 def mig_single_plan(render):
-    """MIG single strategy with counts from the MIG plan (mig_k8s_resources), no tenants."""
-    return render("mig-single", extra_vars={"gpuops_k8s_mig_strategy": "single"}, nodes={
-        "mig-b": {"facts": "hgx-h100", "mig_k8s_resources": {"single": {"nvidia.com/gpu": 56},
-                                                            "mixed": {"nvidia.com/mig-1g.10gb": 56}}},
+    """MIG single strategy with the counts of the mig role's plan (mig_k8s_resources), and the recorded H200 MIG node."""
+    return render("mig-single", extra_vars={
+        "gpuops_k8s_mig_strategy": "single",
+        "gpu_tenants_list": [{"name": "serving", "gpu_share": 0.25}],
+    }, nodes={
+        "mig-b": {"facts": "hgx-h100", "mig_k8s_resources": {
+            "single": {"valid": True, "reason": None, "resources": {"nvidia.com/gpu": 56}, "profile": "1g.10gb"},
+            "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 56}}}},
+        "mig-c": {"facts": "h200-mig"},
     })
 
 
@@ -151,6 +156,21 @@ def test_sharing_configmap_holds_one_device_plugin_config_per_name(time_slicing)
                                                "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}
 
 
+def test_device_plugin_configs_follow_the_upstream_format(time_slicing, shared_reference):
+    """The chart documents named configs as `version: v1` with `flags.migStrategy`; ours carry the same keys."""
+    values = (shared_reference / "k8s-device-plugin" / "chart" / "values.yaml").read_text()
+    example = [line[1:] for line in values.splitlines() if line.startswith("#")]
+    upstream = yaml.safe_load("\n".join(example[example.index(" config:"):example.index(" config:") + 14]))
+    default = yaml.safe_load(upstream["config"]["map"]["default"])
+    cm = time_slicing.one("ConfigMap", "nvidia-device-plugin-config", "gpu-operator")
+    for name, text in cm["data"].items():
+        doc = yaml.safe_load(text)
+        assert doc["version"] == default["version"] == "v1", name
+        assert set(default["flags"]) <= set(doc["flags"]), name
+        assert doc["flags"]["migStrategy"] in ("none", "single", "mixed"), name
+        assert set(doc) <= {"version", "flags", "sharing"}, name
+
+
 def test_node_labels_come_from_facts_and_host_settings(time_slicing, mig_mixed):
     a = time_slicing.one("Node", "gpu-a")["metadata"]["labels"]
     assert a["nvidia.com/device-plugin.config"] == "ts4"
@@ -165,7 +185,7 @@ def test_node_labels_come_from_facts_and_host_settings(time_slicing, mig_mixed):
 
 
 def test_tenant_quotas_follow_the_fleet_capacity(time_slicing, mig_mixed, mig_single_plan):
-    # 8 H100 x 4 time-slicing replicas, and 4 L40S x 2 MPS replicas renamed to nvidia.com/gpu.shared.
+    # H100s x 4 time-slicing replicas, and L40S x 2 MPS replicas renamed to nvidia.com/gpu.shared.
     fleet_gpu = gpus("hgx-h100") * 4
     fleet_shared = gpus("l40s") * 2
     qa = time_slicing.one("ResourceQuota", "gpuops-tenant", "team-a")["spec"]["hard"]
@@ -178,7 +198,10 @@ def test_tenant_quotas_follow_the_fleet_capacity(time_slicing, mig_mixed, mig_si
     qr = mig_mixed.one("ResourceQuota", "gpuops-tenant", "research")["spec"]["hard"]
     assert qr == {"pods": "500", "requests.nvidia.com/gpu": "0", "requests.nvidia.com/mig-1g.10gb": "2",
                   "requests.nvidia.com/mig-2g.20gb": "0", "requests.nvidia.com/mig-3g.40gb": "1"}
-    assert mig_single_plan.find("ResourceQuota") == []
+    # 56 slices from the MIG plan, and the H200's MIG devices from its facts, all as nvidia.com/gpu.
+    h200 = len(load_facts("h200-mig")["gpus"][0]["mig"]["devices"])
+    qs = mig_single_plan.one("ResourceQuota", "gpuops-tenant", "serving")["spec"]["hard"]
+    assert qs == {"pods": "500", "requests.nvidia.com/gpu": str(math.floor((56 + h200) * 0.25))}
 
 
 def test_tenant_namespace_access_and_network(time_slicing):
@@ -199,8 +222,13 @@ def test_tenant_namespace_access_and_network(time_slicing):
 
 
 def test_render_is_deterministic_and_idempotent(time_slicing, installed_collection):
-    """A second render into the same folder writes the same bytes and reports no change."""
+    """A second render into the same folder writes the same bytes, changes nothing else, and prunes stale files."""
     before = {p.relative_to(time_slicing.dir): p.read_bytes() for p in time_slicing.dir.rglob("*") if p.is_file()}
+    stale = time_slicing.dir / "55-dropped" / "helm" / "old" / "values.yaml"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("a: 1\n")
+    foreign = time_slicing.dir / "README.yaml"
+    foreign.write_text("not ours\n")
     again = render_cluster(time_slicing.dir.parent, extra_vars={
         "gpu_sharing_configs": SHARING, "gpu_tenants_list": TENANTS,
         "gpuops_k8s_assume_api_kinds": ["monitoring.coreos.com/v1/ServiceMonitor"]},
@@ -209,11 +237,13 @@ def test_render_is_deterministic_and_idempotent(time_slicing, installed_collecti
                                                    "gpu_nodes_node_name": "gpu-b.k8s.example"}},
                "cpu-a": {"facts": "no-gpu"}},
         collections_path=installed_collection)
+    assert not stale.exists() and foreign.read_text() == "not ours\n"
+    foreign.unlink()
     after = {p.relative_to(again.dir): p.read_bytes() for p in again.dir.rglob("*") if p.is_file()}
     assert after == before
-    assert "localhost                  : ok=" in again.output
     recap = [line for line in again.output.splitlines() if line.startswith("localhost ")][-1]
-    assert "changed=0" in recap, recap
+    # The only change: removing the stale file.
+    assert "changed=1 " in recap, recap
 
 
 def test_summary_counts_layers_objects_and_releases(time_slicing):
@@ -227,12 +257,12 @@ def test_summary_counts_layers_objects_and_releases(time_slicing):
     ("negative-replicas", {"gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": -2}]},
      {"gpu-a": {"facts": "hgx-h100"}}, "sharing config 'ts': replicas of nvidia.com/gpu must be at least 1, got -2"),
     ("unknown-mig-strategy", {"gpuops_k8s_mig_strategy": "triple"},
-     {"gpu-a": {"facts": "hgx-h100"}}, "gpu_operator_mig_strategy must be one of single, mixed (got triple)"),
+     {"gpu-a": {"facts": "hgx-h100"}}, "value of gpu_operator_mig_strategy must be one of: single, mixed, got: triple"),
     ("quota-over-fleet", {"gpu_tenants_list": [{"name": "greedy", "quota": {"requests.nvidia.com/gpu": 1000}}]},
      {"gpu-a": {"facts": "hgx-h100"}}, "tenant greedy quota is larger than the fleet: requests.nvidia.com/gpu=1000 but the fleet has"),
     ("mps-with-mig", {"gpu_sharing_configs": [{"name": "mps", "mode": "mps", "replicas": 2}],
                       "gpu_sharing_default_config": "mps"},
-     {"mig-a": {"facts": "h100-mig-single"}}, "node mig-a: MPS sharing (config 'mps') cannot be used with MIG"),
+     {"mig-a": {"facts": "h200-mig"}}, "node mig-a: MPS sharing (config 'mps') cannot be used with MIG"),
 ])
 def test_bad_variables_fail_early_with_a_clear_message(render, name, extra_vars, nodes, message):
     result = render(name, extra_vars=extra_vars, nodes=nodes, expect_failure=True)

@@ -7,11 +7,17 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as f
 
-FACTS = Path(__file__).resolve().parents[3] / "integration" / "k8s" / "facts"
+TESTS = Path(__file__).resolve().parents[3]
+# Recorded nvml_facts fixtures first, then the few layouts no recording has (MIG mixed).
+FACT_DIRS = [TESTS / "fixtures" / "nvml", TESTS / "integration" / "k8s" / "facts"]
 
 
 def facts(name):
-    return json.loads((FACTS / ("%s.json" % name)).read_text())
+    for folder in FACT_DIRS:
+        path = folder / ("%s.json" % name)
+        if path.is_file():
+            return json.loads(path.read_text())
+    raise FileNotFoundError(name)
 
 
 def node(name, facts_name=None, **kw):
@@ -27,9 +33,9 @@ def sharing(*configs, **kw):
 def test_plain_gpus_counted_from_facts():
     cap = f.gpu_capacity([node("a", "hgx-h100"), node("b", "l40s")])
     assert cap["nodes"]["a"]["resources"] == {"nvidia.com/gpu": 8}
-    assert cap["nodes"]["b"]["resources"] == {"nvidia.com/gpu": 4}
-    assert cap["resources"] == {"nvidia.com/gpu": 12}
-    assert cap["by_product"] == {"NVIDIA-H100-80GB-HBM3": {"nvidia.com/gpu": 8}, "NVIDIA-L40S": {"nvidia.com/gpu": 4}}
+    assert cap["nodes"]["b"]["resources"] == {"nvidia.com/gpu": 1}
+    assert cap["resources"] == {"nvidia.com/gpu": 9}
+    assert cap["by_product"] == {"NVIDIA-H100-80GB-HBM3": {"nvidia.com/gpu": 8}, "NVIDIA-L40S": {"nvidia.com/gpu": 1}}
     assert cap["nodes"]["a"]["product"] == "NVIDIA-H100-80GB-HBM3"
 
 
@@ -38,20 +44,20 @@ def test_time_slicing_multiplies_by_replicas_and_renames():
                    {"name": "ts2r", "mode": "time-slicing", "replicas": 2, "rename_by_default": True})
     cap = f.gpu_capacity([node("a", "hgx-h100", config="ts4"), node("b", "l40s", config="ts2r")], sharing=cfgs)
     assert cap["nodes"]["a"]["resources"] == {"nvidia.com/gpu": 32}
-    assert cap["nodes"]["b"]["resources"] == {"nvidia.com/gpu.shared": 8}
-    assert cap["resources"] == {"nvidia.com/gpu": 32, "nvidia.com/gpu.shared": 8}
+    assert cap["nodes"]["b"]["resources"] == {"nvidia.com/gpu.shared": 2}
+    assert cap["resources"] == {"nvidia.com/gpu": 32, "nvidia.com/gpu.shared": 2}
 
 
 def test_default_config_applies_to_nodes_without_a_label():
     cfgs = sharing({"name": "mps3", "mode": "mps", "replicas": 3})
     cap = f.gpu_capacity([node("a", "l40s")], sharing=cfgs, default_config="mps3")
-    assert cap["nodes"]["a"]["resources"] == {"nvidia.com/gpu": 12}
+    assert cap["nodes"]["a"]["resources"] == {"nvidia.com/gpu": 3}
     assert cap["nodes"]["a"]["config"] == "mps3"
 
 
 def test_mig_single_from_facts():
-    cap = f.gpu_capacity([node("m", "h100-mig-single")], mig_strategy="single")
-    assert cap["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 14}
+    cap = f.gpu_capacity([node("m", "h200-mig")], mig_strategy="single")
+    assert cap["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 7}
     assert cap["nodes"]["m"]["mig"] is True
 
 
@@ -86,7 +92,7 @@ def test_time_slicing_mig_devices_under_mixed():
 def test_mps_on_a_mig_node_is_refused():
     cfgs = sharing({"name": "mps", "mode": "mps", "replicas": 2})
     with pytest.raises(AnsibleFilterError, match="node m: MPS sharing .* cannot be used with MIG"):
-        f.gpu_capacity([node("m", "h100-mig-single", config="mps")], sharing=cfgs)
+        f.gpu_capacity([node("m", "h200-mig", config="mps")], sharing=cfgs)
 
 
 def test_unknown_config_on_a_node_is_refused():
@@ -187,7 +193,7 @@ def test_allocatable_diff_names_node_and_numbers():
     cfgs = sharing({"name": "ts4", "mode": "time-slicing", "replicas": 4})
     cap = f.gpu_capacity([node("a", "hgx-h100", config="ts4"), node("b", "l40s"), node("cpu", "no-gpu")], sharing=cfgs)
     k8s = [{"metadata": {"name": "a"}, "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"}}},
-           {"metadata": {"name": "b"}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}}]
+           {"metadata": {"name": "b"}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}}]
     assert f.gpu_allocatable_diff(k8s, cap) == [
         "node a: allocatable nvidia.com/gpu is 8, expected 32 (8 GPU(s), device-plugin config ts4)"]
     k8s[0]["status"]["allocatable"]["nvidia.com/gpu"] = "32"
@@ -197,9 +203,9 @@ def test_allocatable_diff_names_node_and_numbers():
 
 def test_tenants_plan_defaults_and_errors():
     cap = f.gpu_capacity([node("a", "hgx-h100")])
-    plans = f.gpu_tenants_plan([{"name": "team-a", "gpu_share": 0.5}, {"name": "b", "namespace": "team-b", "pod_security": "restricted",
-                                                                     "quota": {"requests.nvidia.com/gpu": 2}}],
-                               cap, default_quota={"pods": 100})
+    tenants = [{"name": "team-a", "gpu_share": 0.5},
+               {"name": "b", "namespace": "team-b", "pod_security": "restricted", "quota": {"requests.nvidia.com/gpu": 2}}]
+    plans = f.gpu_tenants_plan(tenants, cap, default_quota={"pods": 100})
     assert [(p["namespace"], p["pod_security"], p["quota"]) for p in plans] == [
         ("team-a", "baseline", {"pods": 100, "requests.nvidia.com/gpu": 4}),
         ("team-b", "restricted", {"pods": 100, "requests.nvidia.com/gpu": 2})]
@@ -210,3 +216,20 @@ def test_tenants_plan_defaults_and_errors():
                              ([{"name": "x", "quota": {"requests.nvidia.com/gpu": 100}}], "tenant x quota is larger than the fleet")]:
         with pytest.raises(AnsibleFilterError, match=message):
             f.gpu_tenants_plan(tenants, cap)
+
+
+def test_mig_plan_in_the_mig_roles_form():
+    """The mig role publishes {strategy: {valid, reason, resources}}."""
+    plan = {"single": {"valid": False, "reason": "the single strategy needs one profile on the node; the layout has 1g.10gb, 3g.40gb",
+                       "resources": {}},
+            "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1,
+                                                                   "nvidia.com/gpu": 1}}}
+    cap = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="mixed")
+    assert cap["nodes"]["m"]["resources"] == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 1, "nvidia.com/gpu": 1}
+    assert cap["nodes"]["m"]["mig"] is True
+    with pytest.raises(AnsibleFilterError, match="node m: the MIG layout cannot be used with the single strategy: the single strategy needs one profile"):
+        f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="single")
+    ok = {"single": {"valid": True, "reason": None, "resources": {"nvidia.com/gpu": 14}, "profile": "1g.10gb"},
+          "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 14}}}
+    single = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=ok)], mig_strategy="single")
+    assert single["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 14} and single["nodes"]["m"]["mig"] is True
