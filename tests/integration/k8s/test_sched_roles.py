@@ -39,7 +39,7 @@ CONFIGS = {
             {"name": "team-b", "namespaces": ["team-b"], "quotas": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 24, "cpu": 32}},
              "borrowing_limits": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 4}}}],
         gpu_tenants_list=[{"name": "team-a", "kueue_cluster_queue": "team-a"}]),
-    "mig-single": lambda: dict(ALL_ON, gpuops_k8s_capacity=fleet({"h100-mig-01": "h100-mig-single"}, "single")),
+    "mig-single": lambda: dict(ALL_ON, gpuops_k8s_capacity=fleet({"h200-mig-01": "h200-mig"}, "single")),
     # Mixed MIG beside whole GPUs, the operator's driver container, every
     # optional knob off its default.
     "mig-mixed": lambda: dict(
