@@ -2,7 +2,9 @@
 dra_driver, network_operator, gpu_smoke_test), planned without a cluster for
 several fleets and checked against the official Kubernetes schemas, the
 upstream CRDs and chart values in the shared reference."""
+import json
 import re
+from collections import namedtuple
 from pathlib import Path
 
 import pytest
@@ -60,12 +62,15 @@ CONFIGS = {
 }
 
 
+Planned = namedtuple("Planned", "name extra data")
+
+
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def planned(request, installed_collection, tmp_path_factory):
     extra = CONFIGS[request.param]()
     rc, output, data = plan_roles(tmp_path_factory.mktemp(request.param), extra, installed_collection)
     assert rc == 0, output[-6000:]
-    return request.param, extra, data
+    return Planned(request.param, extra, data)
 
 
 def _objects(data):
@@ -77,7 +82,7 @@ def _of(data, kind, api=None):
 
 
 def test_every_object_is_valid_kubernetes_or_matches_its_upstream_crd(planned, shared_reference):
-    _, _, data = planned
+    data = planned.data
     objects = _objects(data)
     counts = validate_objects(objects, shared_reference, DEFAULT_K8S_VERSION)
     assert counts["builtin"] + counts["custom"] == len(objects)
@@ -88,7 +93,7 @@ def test_every_object_is_valid_kubernetes_or_matches_its_upstream_crd(planned, s
 
 
 def test_every_helm_value_exists_in_the_upstream_chart(planned, shared_reference):
-    _, _, data = planned
+    data = planned.data
     for role, chart in CHARTS.items():
         values = data[role]["release"]["values"]
         assert check_helm_values(values, shared_reference / chart / "chart" / "values.yaml") == [], role
@@ -106,7 +111,7 @@ def _reference_versions(reference, chart):
 
 
 def test_chart_versions_are_pinned_to_the_reference_releases(planned, shared_reference):
-    _, _, data = planned
+    data = planned.data
     for role, chart in CHARTS.items():
         release = data[role]["release"]
         assert release["version"].lstrip("v") in _reference_versions(shared_reference, chart), role
@@ -114,7 +119,7 @@ def test_chart_versions_are_pinned_to_the_reference_releases(planned, shared_ref
 
 
 def test_kueue_writes_the_version_it_stores_and_consistent_cluster_queues(planned):
-    name, _, data = planned
+    name, data = planned.name, planned.data
     kueue = [o for o in _objects(data) if o["apiVersion"].startswith("kueue.x-k8s.io/")]
     assert {o["apiVersion"] for o in kueue} == {"kueue.x-k8s.io/v1beta2"}
     flavors = {f["metadata"]["name"] for f in _of(data, "ResourceFlavor")}
@@ -132,7 +137,7 @@ def test_kueue_writes_the_version_it_stores_and_consistent_cluster_queues(planne
 
 
 def test_flavors_select_the_product_label_and_tolerate_the_gpu_taint(planned):
-    _, extra, data = planned
+    extra, data = planned.extra, planned.data
     products = set(extra["gpuops_k8s_capacity"]["by_product"])
     flavors = _of(data, "ResourceFlavor")
     assert {f["spec"]["nodeLabels"]["platform.gpuops.io/gpu.product"] for f in flavors} == products
@@ -203,7 +208,7 @@ def test_smoke_test_has_a_cuda_pod_per_node_and_per_mig_profile_under_mixed(plan
 
 
 def test_ray_worker_group_asks_for_gpus_within_min_and_max(planned):
-    _, extra, data = planned
+    extra, data = planned.extra, planned.data
     (cluster,) = _of(data, "RayCluster")
     (group,) = cluster["spec"]["workerGroupSpecs"]
     assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
@@ -212,7 +217,7 @@ def test_ray_worker_group_asks_for_gpus_within_min_and_max(planned):
 
 
 def test_dra_runs_only_where_the_device_plugin_does_not(planned):
-    _, _, data = planned
+    data = planned.data
     values = data["dra_driver"]["release"]["values"]
     assert values["kubeletPlugin"]["nodeSelector"] == {"nvidia.com/gpu.deploy.device-plugin": "false"}
     assert values["resourceApiVersion"] == "resource.k8s.io/v1"
@@ -223,8 +228,7 @@ def test_dra_runs_only_where_the_device_plugin_does_not(planned):
 
 
 def test_network_operator_policy_carries_the_rdma_shared_device_plugin_config(planned):
-    import json
-    name, extra, data = planned
+    extra, data = planned.extra, planned.data
     (policy,) = _of(data, "NicClusterPolicy")
     assert policy["metadata"]["name"] == "nic-cluster-policy"
     config = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])
@@ -275,7 +279,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("roles, extra, message", BAD, ids=[m[:40] for _, _, m in BAD])
+@pytest.mark.parametrize("roles, extra, message", BAD, ids=[case[2][:40] for case in BAD])
 def test_bad_variables_fail_early_with_a_clear_message(installed_collection, tmp_path, roles, extra, message):
     evars = dict(ALL_ON, gpuops_k8s_capacity=fleet(HOSTS), **extra)
     rc, output, data = plan_roles(tmp_path, evars, installed_collection, roles=roles)
