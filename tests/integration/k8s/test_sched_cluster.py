@@ -78,6 +78,8 @@ def test_dra_node_is_kept_off_the_device_plugin(stack):
     for other in ("gpu-a", "gpu-b"):
         labels = stack.one("Node", other)["metadata"]["labels"]
         assert not all(labels.get(k) == v for k, v in selector.items())
+    # No device-plugin smoke test on the DRA node: it advertises no nvidia.com/gpu.
+    assert sorted(p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in stack.find("Pod")) == ["gpu-a", "gpu-b"]
 
 
 def test_run_counts(stack):
@@ -89,11 +91,12 @@ def test_run_counts(stack):
     # volcano: gpu-batch and team-a's queue; kueue: 2 flavors, 2 ClusterQueues,
     # 3 priority classes; kuberay: namespace and RayCluster; kai: 2 queues;
     # dra: DeviceClass and claim template; network: the policy; smoke test:
-    # namespace, a CUDA pod per GPU node (3), gang job, LocalQueue, Job, RayJob.
+    # namespace, a CUDA pod per device-plugin GPU node (2), gang job,
+    # LocalQueue, Job, RayJob.
     assert {n: len(stack.layers[n]["objects"]) for n in mine} == {
         "volcano": 2, "kueue": 7, "kuberay": 2, "kai_scheduler": 2, "dra_driver": 2, "network_operator": 1,
-        "gpu_smoke_test": 8}
-    assert objects == 24 and len(stack.releases) == 7
+        "gpu_smoke_test": 7}
+    assert objects == 23 and len(stack.releases) == 7
     assert stack.tasks > 0
 
 

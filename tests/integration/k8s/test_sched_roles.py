@@ -163,6 +163,21 @@ def test_default_quota_is_exactly_the_fleet(installed_collection, tmp_path):
     assert cq["spec"]["namespaceSelector"] == {} and cq["spec"]["cohortName"] == "gpu-fleet"
 
 
+def test_nodes_without_the_device_plugin_are_left_out_of_quotas_and_cuda_tests(installed_collection, tmp_path):
+    # hgx-h100-02 is a DRA node: the GPU Operator runs no device plugin there.
+    nodes = {"nodes": [{"name": "hgx-h100-02", "labels": {"nvidia.com/gpu.deploy.device-plugin": "false"}}],
+             "taints": ALL_ON["gpuops_k8s_nodes"]["taints"]}
+    extra = dict(ALL_ON, gpuops_k8s_capacity=fleet(HOSTS), gpuops_k8s_nodes=nodes)
+    rc, output, data = plan_roles(tmp_path, extra, installed_collection, roles=["kueue", "gpu_smoke_test"])
+    assert rc == 0, output[-3000:]
+    (cq,) = _of(data, "ClusterQueue")
+    quotas = {(f["name"], r["name"]): r["nominalQuota"]
+              for f in cq["spec"]["resourceGroups"][0]["flavors"] for r in f["resources"]}
+    assert quotas[("nvidia-h100-80gb-hbm3", "nvidia.com/gpu")] == str(len(load_facts("hgx-h100")["gpus"]))
+    nodes_tested = {p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in _of(data, "Pod")}
+    assert nodes_tested == set(HOSTS) - {"hgx-h100-02"}
+
+
 def test_queues_tenants_name_are_made_and_borrow_from_the_cohort(installed_collection, tmp_path):
     tenants = [{"name": "team-a", "kueue_cluster_queue": "shared", "volcano_queue": "team-a"},
                {"name": "team-b", "namespace": "b-ns", "kueue_cluster_queue": "shared"},
