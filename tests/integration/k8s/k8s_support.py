@@ -26,6 +26,9 @@ render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False) -> Re
     fixture in conftest.py passes it in as ``collections_path``).
     kubernetes.core is pointed at an unreachable API server (``K8S_AUTH_HOST``),
     so a render that touched the API would fail.
+    ``env`` overrides environment variables (None removes one), ``args`` adds
+    ansible-playbook arguments (e.g. ``["--check"]``); with
+    ``gpuops_k8s_render_dir: ""`` in ``extra_vars`` the run applies instead.
     With ``expect_failure`` the run must fail; ``Rendered.output`` holds the
     combined output for asserting the error message.
 
@@ -183,7 +186,7 @@ _REPLAY_PLAY = """---
 
 
 def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, collections_path=None,
-                   playbook="playbooks/cluster.yml", timeout=600):
+                   playbook="playbooks/cluster.yml", timeout=600, env=None, args=()):
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     render_dir = workdir / "rendered"
@@ -192,8 +195,8 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
     evars = dict(extra_vars or {})
     evars.setdefault("gpuops_k8s_render_dir", str(render_dir))
     (workdir / "extra_vars.json").write_text(json.dumps(evars))
-    env = dict(os.environ)
-    env.update({
+    run_env = dict(os.environ)
+    run_env.update({
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
@@ -205,14 +208,19 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
         "K8S_AUTH_HOST": "https://127.0.0.1:9",
         "K8S_AUTH_KUBECONFIG": str(workdir / "no-such-kubeconfig"),
     })
+    for key, value in (env or {}).items():
+        if value is None:
+            run_env.pop(key, None)
+        else:
+            run_env[key] = value
     if collections_path:
-        env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join([str(collections_path), str(ROOT / "collections")])
+        run_env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join([str(collections_path), str(ROOT / "collections")])
     bindir = Path(sys.executable).parent
-    env["PATH"] = str(bindir) + os.pathsep + env.get("PATH", "")
+    run_env["PATH"] = str(bindir) + os.pathsep + run_env.get("PATH", "")
     proc = subprocess.run(
         [str(bindir / "ansible-playbook"), "-i", str(workdir / "hosts.yml"), str(workdir / "play.yml"),
-         "-e", "@%s" % (workdir / "extra_vars.json")],
-        cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+         "-e", "@%s" % (workdir / "extra_vars.json")] + list(args),
+        cwd=str(ROOT), env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
         check=False)
     output = proc.stdout
     (workdir / "output.txt").write_text(output)

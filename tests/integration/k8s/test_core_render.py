@@ -172,6 +172,9 @@ def test_device_plugin_configs_follow_the_upstream_format(time_slicing, shared_r
 
 
 def test_node_labels_come_from_facts_and_host_settings(time_slicing, mig_mixed):
+    # GitOps tools must never prune (delete) a Node.
+    assert time_slicing.one("Node", "gpu-a")["metadata"]["annotations"] == {
+        "argocd.argoproj.io/sync-options": "Prune=false,ServerSideApply=true", "kustomize.toolkit.fluxcd.io/prune": "disabled"}
     a = time_slicing.one("Node", "gpu-a")["metadata"]["labels"]
     assert a["nvidia.com/device-plugin.config"] == "ts4"
     assert a["platform.gpuops.io/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
