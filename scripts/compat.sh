@@ -7,7 +7,7 @@ cd "$ROOT"
 PYTHON=$(find_python 3.11 3.12 3.10) || die "ansible-core 2.17 needs Python 3.10-3.12 on the controller."
 venv_sync "$ROOT/.venv-compat" "$PYTHON" requirements/compat.txt
 export PATH="$ROOT/.venv-compat/bin:$PATH"
-ansible --version | head -1
+ansible --version | sed -n 1p
 python -m pytest -q -p no:cacheprovider tests/unit
 ansible localhost -m gpuops.platform.nvml_facts >/dev/null
 GPUOPS_RENDER_DIR="$CACHE/compat-render" bash scripts/demo.sh --no-setup

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: set up, then run site.yml against
-# inventories/local. The node layer gathers facts and prints its plan without
-# changing this machine; the Kubernetes layer renders manifests into
+# inventories/local with --check. The node layer gathers facts and prints its
+# plan without changing this machine; the Kubernetes layer renders manifests into
 # build/rendered (or $GPUOPS_RENDER_DIR) instead of applying them.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -12,4 +12,4 @@ if [ "${1:-}" != --no-setup ]; then
 fi
 render_dir=${GPUOPS_RENDER_DIR:-$ROOT/build/rendered}
 log "Running playbooks/site.yml against inventories/local (render dir: $render_dir)"
-ansible-playbook -i inventories/local/hosts.yml playbooks/site.yml -e "gpuops_k8s_render_dir=$render_dir"
+ansible-playbook -i inventories/local/hosts.yml playbooks/site.yml --check -e "gpuops_k8s_render_dir=$render_dir"

@@ -7,6 +7,9 @@ VENV="$ROOT/.venv"
 CACHE="$ROOT/.cache"
 COLLECTIONS="$ROOT/collections"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 ANSIBLE_NOCOLOR=${ANSIBLE_NOCOLOR:-1}
+# Only this checkout's collections: a gpuops.platform or kubernetes.core left in
+# ~/.ansible by other work must never shadow the one built here.
+export ANSIBLE_HOME="$CACHE/ansible-home" ANSIBLE_COLLECTIONS_PATH="$COLLECTIONS"
 
 log() { printf '\n==> %s\n' "$*"; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }

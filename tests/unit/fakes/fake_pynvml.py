@@ -70,6 +70,7 @@ NotSupported when absent or disabled), ``_mig_handle`` and ``_gi_handle``.
 
 import ctypes
 import functools
+import types
 from collections import Counter
 
 import pynvml as _real
@@ -875,5 +876,7 @@ class FakeNvml(_Constants):
 
 def nvml_functions(fake_class=FakeNvml):
     """Names of the NVML entry points a fake class models (for docs and tests)."""
-    return sorted(name for name in dir(fake_class)
-                  if getattr(getattr(fake_class, name), "nvml_api", False))
+    # Look only at plain functions: getattr() on other class attributes (ctypes
+    # library loaders) would try to load a library named after the attribute.
+    return sorted({name for klass in fake_class.__mro__ for name, value in vars(klass).items()
+                   if isinstance(value, types.FunctionType) and getattr(value, "nvml_api", False)})

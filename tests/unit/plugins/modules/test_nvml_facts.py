@@ -6,7 +6,7 @@ import pytest
 from unittest import mock
 
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
+from support.module_args import patch_module_args
 
 from ansible_collections.gpuops.platform.plugins.modules import nvml_facts
 from fakes.fake_pynvml import FakeNvml

@@ -1,0 +1,336 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""Shared core of nvidia_container_runtime: plans, errors and TOML helpers.
+
+The runtime specific planners (containerd, CRI-O, docker) read the current
+files, compute the wanted text and return a :class:`Plan`. Nothing here writes
+to disk, so the whole edit is testable and check mode gets a real diff.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import os
+
+try:
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+    from tomlkit.items import Comment, String, Table, Whitespace
+    HAS_TOMLKIT = True
+    TOMLKIT_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - exercised on hosts without tomlkit
+    HAS_TOMLKIT = False
+    TOMLKIT_IMPORT_ERROR = exc
+
+NVIDIA_RUNTIME_NAME = "nvidia"
+DEFAULT_NVIDIA_RUNTIME_PATH = "/usr/bin/nvidia-container-runtime"
+DROP_IN_NAME = "99-nvidia.toml"
+
+DEFAULT_CONFIG_PATHS = {
+    "containerd": "/etc/containerd/config.toml",
+    "crio": "/etc/crio/crio.conf",
+    "docker": "/etc/docker/daemon.json",
+}
+
+
+class ConfigError(Exception):
+    """A config cannot be edited safely; the message says what and what to do."""
+
+
+class FileEdit(object):
+    """One file the plan touches: its text before (None: absent) and after."""
+
+    def __init__(self, path, before, after):
+        self.path = path
+        self.before = before
+        self.after = after
+
+    @property
+    def changed(self):
+        return self.before != self.after
+
+    def __repr__(self):
+        return "FileEdit(%r, changed=%r)" % (self.path, self.changed)
+
+
+class Plan(object):
+    """What a runtime configuration needs: the files and some facts about them."""
+
+    def __init__(self, runtime, edits, config_version=None, plugin=None, warnings=None):
+        self.runtime = runtime
+        self.edits = list(edits)
+        self.config_version = config_version
+        self.plugin = plugin
+        self.warnings = list(warnings or [])
+
+    @property
+    def changed_edits(self):
+        return [edit for edit in self.edits if edit.changed]
+
+    @property
+    def changed(self):
+        return bool(self.changed_edits)
+
+
+def read_text(path):
+    """The text of ``path``, or None when it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except (IOError, OSError) as exc:
+        if not os.path.exists(path):
+            return None
+        raise ConfigError("cannot read %s: %s" % (path, exc))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("%s is not UTF-8 text (%s); fix or remove the file and run again" % (path, exc))
+
+
+def require_tomlkit():
+    if not HAS_TOMLKIT:
+        raise ConfigError("the Python library tomlkit is required to edit TOML configs: %s" % TOMLKIT_IMPORT_ERROR)
+
+
+def parse_toml(text, path):
+    """Parse ``text`` (from ``path``) keeping comments and layout."""
+    require_tomlkit()
+    try:
+        doc = tomlkit.parse(text or "")
+    except (TOMLKitError, ValueError) as exc:
+        raise ConfigError(
+            "%s is not valid TOML: %s. Nothing was changed; fix the file (or move it away) and run again." % (path, exc)
+        )
+    return doc
+
+
+def dump_toml(doc):
+    return tomlkit.dumps(doc)
+
+
+def settled(path, before, after):
+    """``after``, or ``before`` itself when both mean the same.
+
+    Only a change of meaning is a change: a layout tomlkit cannot reproduce
+    exactly must not make every run rewrite the file and restart the engine.
+    """
+    if before is None or before == after:
+        return after
+    if plain(parse_toml(before, path)) == plain(parse_toml(after, path)):
+        return before
+    return after
+
+
+def plain(value):
+    """A tomlkit item as plain Python data (dict, list, str, ...)."""
+    if hasattr(value, "unwrap"):
+        return value.unwrap()
+    if isinstance(value, dict):
+        return dict((k, plain(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def lookup(container, path):
+    """The value at ``path`` (a list of keys) or None when a key is missing."""
+    node = container
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def deep_merge(base, override):
+    """Plain dicts merged key by key, ``override`` winning (containerd 2.x import semantics)."""
+    result = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = deep_merge(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def _key_indent(table):
+    """The indentation of the key/value lines of ``table`` (containerd dumps indent them)."""
+    for _key, item in table.value.body:
+        if _key is not None and not isinstance(item, (Table, Whitespace, Comment)):
+            return item.trivia.indent
+    return None
+
+
+def ensure_table(container, key):
+    """The sub-table ``key`` of ``container``, created implicit (no header of its own) when missing."""
+    if key in container:
+        node = container[key]
+        if not isinstance(node, dict):
+            raise ConfigError("expected a table at %r but found %r" % (key, plain(node)))
+        return node
+    container[key] = tomlkit.table(is_super_table=True)
+    return container[key]
+
+
+def _style(doc, path):
+    """Header indent, indent step and key offset for a new table at ``path``, like its surroundings.
+
+    ``containerd config default`` indents every table level by two spaces, k3s
+    only the keys: the nearest ancestor with a [header] tells which. Below an
+    implicit table tomlkit cannot keep indented headers stable across a
+    parse/dump cycle, so those stay unindented.
+    """
+    node, ref, ref_depth = doc, None, 0
+    for depth, key in enumerate(path[:-1], 1):
+        node = node[key]
+        if is_real_table(node):
+            ref, ref_depth = node, depth
+    if ref is None:
+        return "", "", ""
+    header = ref.trivia.indent.split("\n")[-1]
+    keys = _key_indent(ref)
+    step = "  " if header else ""
+    offset = keys[len(header):] if keys is not None and keys.startswith(header) else step
+    if isinstance(node, Table) and node.is_super_table() and node is not ref and ref_depth < len(path) - 1:
+        return "", "", offset
+    return header + step * (len(path) - ref_depth), step, offset
+
+
+def ensure_path(doc, path):
+    """The table at ``path``, creating what is missing.
+
+    A missing table that would be indented gets a header of its own, so the
+    tables below it keep their indentation (see :func:`_style`).
+    """
+    node = doc
+    for depth in range(1, len(path) + 1):
+        key = path[depth - 1]
+        if key in node:
+            node = ensure_table(node, key)
+            continue
+        header, _step, _offset = _style(doc, path[:depth])
+        if header:
+            node[key] = tomlkit.table(is_super_table=False)
+            node[key].trivia.indent = "\n" + header
+            node = node[key]
+        else:
+            node = ensure_table(node, key)
+    return node
+
+
+def _parts(table):
+    """The tables behind ``table``: one, or several for a table split across the file."""
+    if isinstance(table, Table):
+        return [table]
+    # tomlkit's proxy for a table whose sub-tables are interleaved with others.
+    return [part for part in getattr(table, "_tables", []) if isinstance(part, Table)]
+
+
+def _styled(old, value):
+    """``value`` in the quoting style of ``old`` ('literal' strings stay literal)."""
+    if isinstance(old, String) and isinstance(value, str) and old.as_string().startswith("'") \
+            and "'" not in value and "\n" not in value:
+        return tomlkit.string(value, literal=True)
+    return value
+
+
+def set_value(table, key, value):
+    """Set ``table[key]`` only when it differs, keeping the layout of the line.
+
+    A new key is indented like its siblings. Returns True when something changed.
+    """
+    existed = key in table
+    if existed and plain(table[key]) == value:
+        return False
+    if existed:
+        table[key] = _styled(table[key], value)
+        return True
+    # Siblings' indentation, read before the new key is there to be found.
+    indents = [(part, _key_indent(part)) for part in _parts(table)]
+    table[key] = value
+    for part, indent in indents:
+        if key not in part:
+            continue
+        if indent is None:  # the first key of the table: one step in from an indented header
+            header = part.trivia.indent.split("\n")[-1]
+            indent = header + "  " if header else None
+        item = part.value.item(key)
+        if indent and not isinstance(item, (Table, Whitespace)):
+            item.trivia.indent = indent
+    return True
+
+
+def _strip_comments(table):
+    """Drop comments from a copied table: they describe the original, not the copy."""
+    body = table.value.body
+    # Same length, so tomlkit's key index stays valid: a comment line becomes nothing.
+    body[:] = [(k, Whitespace("") if isinstance(v, Comment) else v) for k, v in body]
+    for _key, item in body:
+        if isinstance(item, Whitespace):
+            continue
+        item.trivia.comment = ""
+        item.trivia.comment_ws = ""
+        if isinstance(item, Table):
+            _strip_comments(item)
+    table.trivia.comment = ""
+    table.trivia.comment_ws = ""
+
+
+def copy_table(source):
+    """A copy of a tomlkit table with its layout (indentation, blank lines), without comments."""
+    dup = copy.deepcopy(source)
+    _strip_comments(dup)
+    return dup
+
+
+def add_table(parent, key, table, like=None):
+    """Add ``table`` as ``parent[key]``; its header is indented like ``like``'s header."""
+    parent.add(key, table)
+    added = parent[key]
+    if like is not None and isinstance(added, Table) and isinstance(like, Table):
+        added.trivia.indent = like.trivia.indent
+    return added
+
+
+def table_from_dict(data):
+    """A fresh tomlkit table from plain data, sub-dicts as sub-tables after the keys."""
+    table = tomlkit.table()
+    for key, value in data.items():
+        if not isinstance(value, dict):
+            table.add(key, value)
+    for key, value in data.items():
+        if isinstance(value, dict):
+            table.add(key, table_from_dict(value))
+    return table
+
+
+def _indent_table(table, header, step, key_offset):
+    table.trivia.indent = "\n" + header  # a blank line, then the header
+    for key, item in table.value.body:
+        if key is None or isinstance(item, Whitespace):
+            continue
+        if isinstance(item, Table):
+            _indent_table(item, header + step, step, key_offset)
+        else:
+            item.trivia.indent = header + key_offset
+
+
+def add_fresh_table(doc, path, data):
+    """Add plain ``data`` as the table at ``path``, indented like the document around it."""
+    parent = ensure_path(doc, path[:-1])
+    header, step, offset = _style(doc, path)
+    parent[path[-1]] = table_from_dict(data)
+    added = parent[path[-1]]
+    if isinstance(added, Table) and (header or offset):
+        _indent_table(added, header, step, offset)
+    return added
+
+
+def is_real_table(item):
+    """True for a ``[header]`` table (not an inline table or dotted keys we cannot copy as is)."""
+    return isinstance(item, Table) and not item.is_super_table()

@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""docker: ``runtimes.nvidia`` (and optionally ``default-runtime``, ``features.cdi``) in daemon.json.
+
+Every other key is kept in its order. A file that needs no change is left
+byte for byte as it is; a changed one keeps its indentation.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import re
+from collections import OrderedDict
+
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import (
+    DEFAULT_NVIDIA_RUNTIME_PATH,
+    NVIDIA_RUNTIME_NAME,
+    ConfigError,
+    FileEdit,
+    Plan,
+    read_text,
+)
+
+DEFAULT_INDENT = 4  # what dockerd's own docs and nvidia-ctk write
+
+
+def _indent_of(text):
+    match = re.search(r'^([ \t]+)"', text or "", re.MULTILINE)
+    return match.group(1) if match else DEFAULT_INDENT
+
+
+def _object(data, key, path):
+    value = data.setdefault(key, OrderedDict())
+    if not isinstance(value, dict):
+        raise ConfigError("%s: %r must be a JSON object, found %s. Nothing was changed."
+                          % (path, key, json.dumps(value)))
+    return value
+
+
+def load_daemon_json(text, path):
+    if text is None or not text.strip():
+        return OrderedDict()
+    try:
+        data = json.loads(text, object_pairs_hook=OrderedDict)
+    except ValueError as exc:
+        raise ConfigError("%s is not valid JSON: %s. Nothing was changed; fix the file and run again." % (path, exc))
+    if not isinstance(data, dict):
+        raise ConfigError("%s must hold a JSON object, found a %s. Nothing was changed; fix the file and run again."
+                          % (path, type(data).__name__ if data is not None else "null"))
+    return data
+
+
+def plan_docker(config_path="/etc/docker/daemon.json", runtime_name=NVIDIA_RUNTIME_NAME,
+                runtime_path=DEFAULT_NVIDIA_RUNTIME_PATH, set_as_default=False, enable_cdi=False,
+                reader=read_text):
+    text = reader(config_path)
+    current = load_daemon_json(text, config_path)
+    wanted = copy.deepcopy(current)
+    runtimes = _object(wanted, "runtimes", config_path)
+    entry = runtimes.get(runtime_name)
+    if not isinstance(entry, dict):
+        entry = runtimes[runtime_name] = OrderedDict()
+    entry["path"] = runtime_path
+    if not isinstance(entry.get("args"), list):
+        entry["args"] = []
+    if set_as_default:
+        wanted["default-runtime"] = runtime_name
+    if enable_cdi:
+        _object(wanted, "features", config_path)["cdi"] = True
+    if wanted == current and text is not None:
+        after = text
+    else:
+        after = json.dumps(wanted, indent=_indent_of(text), ensure_ascii=False) + "\n"
+    return Plan("docker", [FileEdit(config_path, text, after)])

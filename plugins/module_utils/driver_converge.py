@@ -1,0 +1,599 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""Check and converge an NVIDIA driver in one pass (the nvidia_driver module's core).
+
+Package operations go through apt-get/dnf with ``module.run_command``, like
+ansible's own apt and dnf modules. Queries (dpkg-query, apt-cache, rpm) run in
+check mode too; anything that changes the host is only planned there.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+import tempfile
+
+from ansible_collections.gpuops.platform.plugins.module_utils import driver_host as host_mod
+from ansible_collections.gpuops.platform.plugins.module_utils import driver_packages as pk
+
+BLACKLIST_PATH = "/etc/modprobe.d/gpuops-blacklist-nouveau.conf"
+APT_PIN_PATH = "/etc/apt/preferences.d/gpuops-nvidia-driver"
+UU_PATH = "/etc/apt/apt.conf.d/51gpuops-nvidia-driver"
+DKMS_MOK_PATH = "/etc/dkms/framework.conf.d/gpuops-mok.conf"
+VERSIONLOCK_PATH = "/etc/dnf/plugins/versionlock.list"
+DNF_AUTOMATIC_PATH = "/etc/dnf/automatic.conf"
+DNF_MODULE_PATH = "/etc/dnf/modules.d/nvidia-driver.module"
+DKMS_TREE = "/var/lib/dkms/nvidia"
+
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+# Wait for a running unattended-upgrades or apt instead of failing on the lock.
+APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
+APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades"] + APT_LOCK + [
+    "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+
+
+class DriverError(Exception):
+    """A failure with a message for the operator; nothing after it was changed."""
+
+
+class Converger(object):
+    """One run of the module: probe, plan, apply (unless check mode), report."""
+
+    def __init__(self, module, params, root="/", host=None):
+        self.module = module
+        self.params = params
+        self.root = root
+        self.check = module.check_mode
+        self.host = host if host is not None else host_mod.probe(root)
+        self.actions = []
+        self.diffs = []
+        self.warnings = []
+        self.changed = False
+        self.cache_updated = False
+        self.packages_changed = False  # the driver itself changed (not just a file around it)
+        self._installed_cache = None
+        self.held = []
+
+    # -- plumbing --------------------------------------------------------
+    def _p(self, path):
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def run(self, argv, mutating, env=None, what=None, check_rc=True):
+        """Run a command. A mutating one is only recorded as planned in check mode."""
+        if mutating:
+            self.changed = True
+            self.actions.append(what or " ".join(argv))
+            if self.check:
+                return 0, "", ""
+            self._installed_cache = None
+        rc, out, err = self.module.run_command(argv, environ_update=env or {})
+        if check_rc and rc != 0:
+            raise DriverError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out).strip()))
+        return rc, out, err
+
+    def _read(self, path):
+        try:
+            with open(self._p(path)) as handle:
+                return handle.read()
+        except (IOError, OSError):
+            return None
+
+    def ensure_file(self, path, content, mode=0o644, what=None):
+        """Write ``content`` atomically when it differs; None content removes the file."""
+        before = self._read(path)
+        if before == content:
+            return False
+        if content is None and before is None:
+            return False
+        self.diffs.append({"before_header": path if before is not None else "/dev/null",
+                           "after_header": path if content is not None else "/dev/null",
+                           "before": before or "", "after": content or ""})
+        self.changed = True
+        self.actions.append(what or ("remove %s" % path if content is None else "write %s" % path))
+        if self.check:
+            return True
+        full = self._p(path)
+        if content is None:
+            os.unlink(full)
+            return True
+        directory = os.path.dirname(full)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpuops-")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(content)
+            os.chmod(tmp, mode)
+            os.replace(tmp, full)
+        except Exception:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return True
+
+    def unit_exists(self, name):
+        return any(os.path.exists(self._p(os.path.join(d, name + ".service")))
+                   for d in ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"))
+
+    def have(self, tool):
+        return self.module.get_bin_path(tool) is not None
+
+    # -- queries ---------------------------------------------------------
+    def installed_packages(self, family):
+        """name -> version (deb) or name -> (epoch, version, release) (rpm); held names (deb).
+
+        Cached until a command changes the host."""
+        if self._installed_cache is None:
+            self._installed_cache = self._query_installed(family)
+        installed, held = self._installed_cache
+        return dict(installed), set(held)
+
+    def _query_installed(self, family):
+        installed, held = {}, set()
+        if family == "deb":
+            rc, out, dummy = self.run(
+                ["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"],
+                mutating=False, env=APT_ENV, check_rc=False)
+            for line in out.splitlines():
+                parts = line.split("\t")
+                if len(parts) < 3 or len(parts[2]) < 2:
+                    continue
+                name, version, status = parts[0], parts[1], parts[2]
+                if status[1] in "iHUFWt":  # unpacked or installed, even half-configured
+                    installed[name] = version
+                if status[0] == "h":
+                    held.add(name)
+        else:
+            rc, out, dummy = self.run(
+                ["rpm", "-qa", "--qf", "%{NAME}\t%{EPOCHNUM}\t%{VERSION}\t%{RELEASE}\n"],
+                mutating=False, check_rc=False)
+            for line in out.splitlines():
+                parts = line.split("\t")
+                if len(parts) == 4:
+                    installed[parts[0]] = (parts[1], parts[2], parts[3])
+        return installed, held
+
+    def apt_update(self):
+        if self.cache_updated:
+            return
+        self.cache_updated = True
+        if self.check:
+            self.actions.append("apt-get update")
+            return
+        self.run(["apt-get", "update", "-q"] + APT_LOCK, mutating=False, env=APT_ENV)
+
+    def apt_versions(self, package):
+        rc, out, dummy = self.run(["apt-cache", "madison", package], mutating=False, env=APT_ENV,
+                                  check_rc=False)
+        return out if rc == 0 else ""
+
+    def apt_candidate(self, package):
+        rc, out, dummy = self.run(["apt-cache", "policy", package], mutating=False, env=APT_ENV,
+                                  check_rc=False)
+        match = re.search(r"^\s*Candidate:\s*(\S+)", out or "", re.MULTILINE)
+        if not match or match.group(1) == "(none)":
+            return None
+        return match.group(1)
+
+    def dnf_candidate(self, package):
+        rc, out, dummy = self.run(
+            ["dnf", "-q", "repoquery", "--latest-limit=1", "--qf", "%{version}", package],
+            mutating=False, check_rc=False)
+        lines = [line.strip() for line in (out or "").splitlines() if line.strip()]
+        return lines[-1] if rc == 0 and lines else None
+
+    # -- steps -----------------------------------------------------------
+    def nouveau(self, present):
+        if not self.params.get("blacklist_nouveau"):
+            return
+        content = pk.nouveau_blacklist() if present else None
+        if not self.ensure_file(BLACKLIST_PATH, content):
+            return
+        if not self.params.get("regenerate_initramfs"):
+            return
+        if self.spec["family"] == "deb":
+            tool, argv = "update-initramfs", ["update-initramfs", "-u"]
+        else:
+            tool, argv = "dracut", ["dracut", "-f"]
+        if not self.have(tool):
+            self.warnings.append("%s not found: the initramfs was not regenerated" % tool)
+            return
+        self.run(argv, mutating=True, what="regenerate the initramfs (%s)" % " ".join(argv))
+
+    def mok(self):
+        key, cert = self.params.get("mok_signing_key"), self.params.get("mok_certificate")
+        if not key:
+            return
+        self.ensure_file(DKMS_MOK_PATH, pk.dkms_mok_config(key, cert), mode=0o644)
+
+    def repository(self):
+        """Configure the repository; returns True when package lists must be refreshed."""
+        repo = pk.repository(self.spec)
+        if repo is None:
+            return False
+        if repo["kind"] == "apt-keyring":
+            installed, dummy = self.installed_packages("deb")
+            if "cuda-keyring" in installed:
+                return False
+            self.changed = True
+            self.actions.append("install cuda-keyring from %s" % repo["url"])
+            if not self.check:
+                path = self.download(repo["url"])
+                try:
+                    self.run(APT_INSTALL + [path], mutating=False, env=APT_ENV)
+                finally:
+                    os.unlink(path)
+            return True
+        changed = False
+        if repo.get("key_path"):
+            source = repo["key_source"]
+            # A key URL is fetched once; a rotated key is a new mirror_gpgkey value or file.
+            if not (source.startswith(("http://", "https://")) and self._read(repo["key_path"]) is not None):
+                changed |= self.ensure_file(repo["key_path"], self.key_text(source))
+        changed |= self.ensure_file(repo["path"], repo["content"])
+        return changed
+
+    def download(self, url):
+        from ansible.module_utils.urls import fetch_url  # only needed on this path
+        response, info = fetch_url(self.module, url, timeout=60)
+        if info.get("status") != 200:
+            raise DriverError("cannot download %s: %s" % (url, info.get("msg")))
+        fd, path = tempfile.mkstemp(suffix=os.path.basename(url))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(response.read())
+        return path
+
+    def key_text(self, source):
+        """A mirror key given as a path on the node or an http(s) URL (ASCII armored)."""
+        if source.startswith(("http://", "https://")):
+            path = self.download(source)
+            try:
+                with open(path) as handle:
+                    return handle.read()
+            finally:
+                os.unlink(path)
+        text = self._read(source[len("file://"):] if source.startswith("file://") else source)
+        if text is None:
+            raise DriverError("mirror_gpgkey %s does not exist on the node" % source)
+        return text
+
+    # -- the run ---------------------------------------------------------
+    def execute(self):
+        params, host = self.params, self.host
+        try:
+            self.spec = pk.normalize(params, host["distro"], host["arch"])
+        except pk.DriverSpecError as exc:
+            raise DriverError(str(exc))
+        spec = self.spec
+        if spec["source"] == "runfile" and not os.path.isfile(self._p(spec["runfile"])):
+            raise DriverError("runfile %s does not exist on the node: copy NVIDIA's installer there first"
+                              % spec["runfile"])
+        for key in ("mok_signing_key", "mok_certificate"):
+            if params.get(key) and not os.path.isfile(self._p(params[key])):
+                raise DriverError("%s %s does not exist on the node: create and enroll the MOK key first "
+                                  "(mokutil --import), then point %s at it" % (key, params[key], key))
+        fabric = params.get("fabricmanager")
+        if fabric in (None, "auto"):
+            fabric = bool(host["nvswitches"]) or bool(params.get("nvswitch_count"))
+        else:
+            fabric = fabric in (True, "true", "yes")
+        self.fabric = fabric and spec["source"] != "runfile"
+        if fabric and spec["source"] == "runfile":
+            self.warnings.append("NVSwitches need nvidia-fabricmanager %s, which a runfile does not install: "
+                                 "install NVIDIA's fabric manager archive for that version" % spec["version"])
+        previous = None
+        if spec["state"] == "absent":
+            previous = self.absent()
+            installed_version = None
+        elif spec["source"] == "runfile":
+            previous, installed_version = self.runfile()
+        elif spec["family"] == "deb":
+            previous, installed_version = self.deb()
+        else:
+            previous, installed_version = self.rpm()
+        reboot, reasons = pk.reboot_decision(installed_version, host["loaded_version"],
+                                             host["nouveau_loaded"], bool(host["gpus"]),
+                                             host.get("loaded_flavor"), spec["open"])
+        if spec["state"] == "absent" and host["loaded_version"]:
+            reboot, reasons = True, ["driver removed but kernel module %s is still loaded" % host["loaded_version"]]
+        if host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent":
+            self.warnings.append(
+                "Secure Boot is enabled and no mok_signing_key is set: the DKMS-built module only "
+                "loads if it is signed with a key enrolled in MOK")
+        services = []
+        if spec["state"] != "absent":
+            services.append("nvidia-persistenced")
+            if self.fabric:
+                services.append("nvidia-fabricmanager")
+            if params.get("dcgm") and spec["source"] != "runfile":
+                services.append("nvidia-dcgm")
+            if not self.check:
+                missing = [name for name in services if not self.unit_exists(name)]
+                for name in missing:
+                    self.warnings.append("%s.service is not installed: it was not enabled" % name)
+                services = [name for name in services if name not in missing]
+        return {
+            "changed": self.changed,
+            "check_mode": self.check,
+            "packages_changed": self.packages_changed,
+            "actions": self.actions,
+            "plan": self.actions if self.check else [],
+            "previous_version": previous,
+            "installed_version": installed_version,
+            "loaded_version": host["loaded_version"],
+            "wanted": {"branch": spec["branch"], "version": spec["version"],
+                       "open": spec["open"], "source": spec["source"]},
+            "reboot_required": reboot,
+            "reboot_reasons": reasons,
+            "secure_boot": host["secure_boot"],
+            "nouveau_loaded": host["nouveau_loaded"],
+            "kernel": host["kernel"],
+            "gpu_count": len(host["gpus"]),
+            "nvswitch_count": len(host["nvswitches"]),
+            "fabricmanager": self.fabric,
+            "services": services,
+            "held_packages": self.held,
+            "warnings_list": self.warnings,
+            "diff": self.diffs,
+        }
+
+    def _prereqs(self, installed, family):
+        if not self.params.get("install_prerequisites"):
+            return []
+        wanted = pk.prerequisites(self.spec, self.host["kernel"])
+        return [name for name in wanted if name not in installed]
+
+    # -- Debian / Ubuntu -------------------------------------------------
+    def deb(self):
+        spec = self.spec
+        self.nouveau(True)
+        self.mok()
+        refresh = self.repository()
+        self.ensure_file(APT_PIN_PATH, pk.apt_pin(spec))
+        if self.params.get("block_unattended_upgrades"):
+            self.ensure_file(UU_PATH, pk.unattended_upgrades_blacklist())
+        update = self.params.get("update_cache")
+        if refresh or update or (update is None and spec["state"] == "latest"):
+            self.apt_update()
+        plan = pk.packages(spec, self.fabric, self.params.get("dcgm"), self.params.get("dcgm_package"))
+        installed, held = self.installed_packages("deb")
+        previous = pk.installed_driver_version(installed, plan["primary"], "deb")
+        names = plan["driver"] + plan["extra"]
+
+        target = spec["version"]
+        if not target and spec["state"] == "latest":
+            candidate = self.apt_candidate(plan["primary"])
+            target = pk.upstream_version(candidate) if candidate else None
+        satisfied = all(n in installed for n in names) and pk.wanted_matches(previous, spec["branch"], spec["version"])
+        if spec["state"] == "latest" and target and previous != target:
+            satisfied = False
+        final = previous
+        prereqs = self._prereqs(installed, "deb")
+        if prereqs:
+            self.run(APT_INSTALL + prereqs, mutating=True, env=APT_ENV,
+                     what="install %s" % " ".join(prereqs))
+        if not satisfied:
+            if not target:
+                target = self._deb_branch_target(plan["primary"])
+            specs = self._deb_specs(names, target)
+            removals = [name + "-" for name in pk.other_branch_metas(installed, spec)]
+            unhold = sorted(n for n in held if n in installed and re.match(pk.PY_DEB_DRIVER_REGEX, n))
+            if unhold:
+                self.run(["apt-mark", "unhold"] + unhold, mutating=True, env=APT_ENV,
+                         what="unhold %s" % " ".join(unhold))
+            self.run(APT_INSTALL + specs + removals, mutating=True, env=APT_ENV,
+                     what="install %s" % " ".join(specs + removals))
+            self.packages_changed = True
+            if self.check:
+                final = target or ("%s.x" % spec["branch"])
+                self.held = ["driver packages at %s" % final]
+                self.actions.append("hold the driver packages at %s" % final)
+                return previous, final
+            installed, held = self.installed_packages("deb")
+            final = pk.upstream_version(installed.get(plan["primary"]))
+            if not pk.wanted_matches(final, spec["branch"], spec["version"]):
+                raise DriverError("after apt-get install, %s is at %s, not the wanted %s"
+                                  % (plan["primary"], final, spec["version"] or spec["branch"]))
+        hold = pk.hold_selection(installed, final, "deb")
+        to_hold = [n for n in hold if n not in held]
+        if to_hold:
+            self.run(["apt-mark", "hold"] + to_hold, mutating=True, env=APT_ENV,
+                     what="hold %s" % " ".join(to_hold))
+        self.held = hold
+        return previous, final
+
+    def _deb_branch_target(self, primary):
+        """The version apt would install for the branch, checked before anything is installed."""
+        spec = self.spec
+        candidate = self.apt_candidate(primary)
+        if candidate is None and not self.cache_updated and not self.check:
+            self.apt_update()
+            candidate = self.apt_candidate(primary)
+        target = pk.upstream_version(candidate)
+        if target is None:
+            if self.check:
+                return None
+            raise DriverError("%s is not available from the configured repositories: check the source "
+                              "(for Debian non-free, enable the non-free component)" % primary)
+        if pk.branch_of(target) != spec["branch"]:
+            raise DriverError("the repositories offer %s %s, not branch %s: choose a branch they carry, or "
+                              "source=cuda" % (primary, target, spec["branch"]))
+        return target
+
+    def _deb_specs(self, names, target):
+        """name or name=<full version> for each package, full version from apt-cache."""
+        specs = []
+        for name in names:
+            if not target or name.startswith("datacenter-gpu-manager"):
+                specs.append(name)
+                continue
+            full = pk.pick_apt_version(self.apt_versions(name), name, target)
+            if full is None and not self.cache_updated and not self.check:
+                self.apt_update()
+                full = pk.pick_apt_version(self.apt_versions(name), name, target)
+            if full is None:
+                if self.check:
+                    specs.append("%s=%s-*" % (name, target))
+                    continue
+                raise DriverError(
+                    "%s %s is not in the configured repositories (%s): check the version, or the mirror's "
+                    "contents" % (name, target, "apt-cache madison %s" % name))
+            specs.append("%s=%s" % (name, full))
+        return specs
+
+    # -- RHEL family -----------------------------------------------------
+    def rpm(self):
+        spec = self.spec
+        self.nouveau(True)
+        self.mok()
+        self.repository()
+        plan = pk.packages(spec, self.fabric, self.params.get("dcgm"), self.params.get("dcgm_package"))
+        installed, dummy = self.installed_packages("rpm")
+        previous = pk.installed_driver_version(installed, plan["primary"], "rpm")
+        prereqs = self._prereqs(installed, "rpm")
+        if prereqs:
+            self.run(["dnf", "-y", "install"] + prereqs, mutating=True, what="install %s" % " ".join(prereqs))
+        stream = self._dnf_stream()
+        if stream != plan["module_stream"]:
+            if stream:
+                self.run(["dnf", "-y", "module", "reset", "nvidia-driver"], mutating=True)
+            self.run(["dnf", "-y", "module", "enable", "nvidia-driver:%s" % plan["module_stream"]], mutating=True)
+        names = plan["driver"] + plan["extra"]
+        target = spec["version"]
+        if not target and spec["state"] == "latest":
+            target = self.dnf_candidate(plan["primary"])
+        satisfied = all(n in installed for n in names) and pk.wanted_matches(previous, spec["branch"], spec["version"])
+        if spec["state"] == "latest" and target and previous != target:
+            satisfied = False
+        final = previous
+        lock_text = self._read(VERSIONLOCK_PATH)
+        if not satisfied:
+            if not target:
+                # Resolve the branch to one version, so fabric manager comes at the driver's version.
+                target = self.dnf_candidate(plan["primary"])
+            # Our own versionlock entries would block the change: drop them first.
+            self.ensure_file(VERSIONLOCK_PATH, pk.merge_block(lock_text, []) if lock_text else None)
+            specs = ["%s-%s" % (n, target) if target and not n.startswith("datacenter-gpu-manager") else n
+                     for n in names]
+            verb = "install"
+            if previous and target and _vtuple(target) < _vtuple(previous):
+                verb = "downgrade"
+            elif previous and target:
+                verb = "upgrade"
+            missing = [n for n in names if n not in installed]
+            if missing and verb != "install":
+                self.run(["dnf", "-y", "install"] + [s for s, n in zip(specs, names) if n in missing],
+                         mutating=True)
+                specs = [s for s, n in zip(specs, names) if n not in missing]
+            if specs:
+                self.run(["dnf", "-y", verb] + specs, mutating=True)
+            self.packages_changed = True
+            if self.check:
+                final = target or "%s.x" % spec["branch"]
+                self.actions.append("versionlock the driver packages at %s" % final)
+                self.held = ["driver packages at %s" % final]
+                return previous, final
+            installed, dummy = self.installed_packages("rpm")
+            final = installed.get(plan["primary"], (None, None, None))[1]
+            if not pk.wanted_matches(final, spec["branch"], spec["version"]):
+                raise DriverError("after dnf, nvidia-driver is at %s, not the wanted %s"
+                                  % (final, spec["version"] or spec["branch"]))
+            lock_text = self._read(VERSIONLOCK_PATH)
+        lines = pk.versionlock_block(installed, final)
+        self.ensure_file(VERSIONLOCK_PATH, pk.merge_block(lock_text, lines))
+        self.held = [line.split(":", 1)[0].rsplit("-", 1)[0] for line in lines]
+        automatic = self._read(DNF_AUTOMATIC_PATH)
+        if automatic is not None and self.params.get("block_unattended_upgrades"):
+            self.ensure_file(DNF_AUTOMATIC_PATH,
+                             pk.set_ini_option(automatic, "base", "excludepkgs", pk.DNF_AUTOMATIC_EXCLUDE))
+        return previous, final
+
+    def _dnf_stream(self):
+        text = self._read(DNF_MODULE_PATH) or ""
+        stream = re.search(r"^\s*stream\s*=\s*(\S+)", text, re.MULTILINE)
+        state = re.search(r"^\s*state\s*=\s*(\S+)", text, re.MULTILINE)
+        if stream and state and state.group(1) == "enabled":
+            return stream.group(1)
+        return None
+
+    # -- runfile ---------------------------------------------------------
+    def runfile_versions(self):
+        try:
+            entries = os.listdir(self._p(DKMS_TREE))
+        except (IOError, OSError):
+            return []
+        return sorted((e for e in entries if re.match(r"^\d+\.\d+", e)), key=_vtuple)
+
+    def runfile(self):
+        spec = self.spec
+        installed, dummy = self.installed_packages(spec["family"])
+        packaged = pk.driver_packages_installed(installed, spec["family"])
+        packaged = [n for n in packaged if n != "nvidia-modprobe"]
+        if packaged:
+            raise DriverError(
+                "a packaged NVIDIA driver is installed (%s): remove it (state=absent with its source) "
+                "before installing from a runfile" % ", ".join(packaged[:5]))
+        self.nouveau(True)
+        self.mok()
+        prereqs = self._prereqs(installed, spec["family"])
+        if prereqs:
+            tool = APT_INSTALL if spec["family"] == "deb" else ["dnf", "-y", "install"]
+            self.run(tool + prereqs, mutating=True, env=APT_ENV, what="install %s" % " ".join(prereqs))
+        versions = self.runfile_versions()
+        previous = versions[-1] if versions else None
+        self.held = []
+        if previous == spec["version"]:
+            return previous, previous
+        self.run(pk.runfile_command(spec), mutating=True,
+                 what="run %s --silent --dkms" % spec["runfile"])
+        self.packages_changed = True
+        if self.check:
+            return previous, spec["version"]
+        versions = self.runfile_versions()
+        final = versions[-1] if versions else None
+        if final != spec["version"]:
+            raise DriverError("the runfile installer finished but DKMS has nvidia %s, not %s"
+                              % (final, spec["version"]))
+        return previous, final
+
+    # -- absent ----------------------------------------------------------
+    def absent(self):
+        spec = self.spec
+        if spec["source"] == "runfile":
+            versions = self.runfile_versions()
+            if versions and self.have("nvidia-uninstall"):
+                self.run(["nvidia-uninstall", "--silent"], mutating=True)
+            elif versions:
+                self.run(["sh", spec["runfile"], "--uninstall", "--silent"], mutating=True)
+            self.nouveau(False)
+            return versions[-1] if versions else None
+        installed, held = self.installed_packages(spec["family"])
+        plan = pk.packages(spec)
+        previous = pk.installed_driver_version(installed, plan["primary"], spec["family"])
+        remove = pk.driver_packages_installed(installed, spec["family"])
+        if spec["family"] == "deb":
+            if remove:
+                self.run(["apt-get", "remove", "-y", "-q", "--allow-change-held-packages"] + APT_LOCK + remove,
+                         mutating=True, env=APT_ENV, what="remove %s" % " ".join(remove))
+            self.ensure_file(APT_PIN_PATH, None)
+            self.ensure_file(UU_PATH, None)
+        else:
+            lock = self._read(VERSIONLOCK_PATH)
+            if lock is not None:
+                self.ensure_file(VERSIONLOCK_PATH, pk.merge_block(lock, []))
+            if remove:
+                self.run(["dnf", "-y", "remove"] + remove, mutating=True)
+            if self._dnf_stream():
+                self.run(["dnf", "-y", "module", "reset", "nvidia-driver"], mutating=True)
+        self.nouveau(False)
+        self.held = []
+        return previous
+
+
+def _vtuple(version):
+    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.-]", version or "0"))

@@ -1,0 +1,515 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: nvidia_container_runtime
+short_description: Configure containerd, CRI-O or docker to offer the NVIDIA container runtime
+version_added: 0.1.0
+description:
+  - Adds the C(nvidia) runtime to a container engine the way C(nvidia-ctk runtime configure) does, natively in
+    Python, so it works before the NVIDIA Container Toolkit is installed and shows a real diff in check mode.
+  - B(containerd) config version 2 (containerd 1.6/1.7, plugin C(io.containerd.grpc.v1.cri)) and version 3
+    (containerd 2.x, plugin C(io.containerd.cri.v1.runtime)). The runtime gets C(runtime_type =
+    "io.containerd.runc.v2"), the options of the existing runc (or default) runtime, C(SystemdCgroup) above all,
+    and C(BinaryName) set to O(nvidia_runtime_path). Every other runtime, setting and comment is kept.
+    A config that another tool rewrote gets the runtime back on the next run.
+  - A containerd config that names no runtime at all (Debian's packaged one) runs containerd's built-in C(runc);
+    naming only C(nvidia) would replace it, so the built-in runtimes (from C(containerd config default)) are
+    written out first.
+  - In O(mode=drop_in) the runtime goes to C(conf.d/99-nvidia.toml) next to the main config, which gets an
+    C(imports) entry unless an existing glob already covers the file. containerd 1.x replaces whole plugin
+    sections on import, so a version 2 drop-in carries the complete CRI section of the config it overrides and
+    follows it on every run; a version 3 drop-in (containerd 2.x merges imports key by key) holds only the
+    NVIDIA keys.
+  - B(CRI-O) gets a drop-in, C(/etc/crio/crio.conf.d/99-nvidia.toml) by default; the main config is only read.
+  - B(docker) gets C(runtimes.nvidia) in C(daemon.json), optionally C(default-runtime) and C(features.cdi);
+    every other key is kept in its order.
+  - Optionally generates the CDI spec with C(nvidia-ctk cdi generate) when it is missing or was generated for
+    another driver version.
+  - The module never restarts the container engine; it returns RV(restart_required) so a handler restarts it
+    only when its configuration really changed.
+author:
+  - gpuops.platform maintainers (@gpuops)
+requirements:
+  - tomlkit (Python library, for O(runtime=containerd) and O(runtime=crio); Debian and Ubuntu package
+    C(python3-tomlkit))
+options:
+  runtime:
+    description: The container engine to configure.
+    type: str
+    required: true
+    choices: [containerd, crio, docker]
+  config_path:
+    description:
+      - The engine's main config.
+      - Defaults to C(/etc/containerd/config.toml), C(/etc/crio/crio.conf) or C(/etc/docker/daemon.json).
+    type: path
+  mode:
+    description:
+      - How the containerd config is changed. C(in_place) edits O(config_path); C(drop_in) writes O(drop_in_path)
+        and imports it from O(config_path).
+      - CRI-O is always configured with a drop-in; docker has a single file.
+      - Defaults to C(in_place) for containerd and C(drop_in) for CRI-O.
+    type: str
+    choices: [in_place, drop_in]
+  drop_in_path:
+    description:
+      - The drop-in file. Defaults to C(conf.d/99-nvidia.toml) next to a containerd config and
+        C(crio.conf.d/99-nvidia.toml) next to a CRI-O config.
+    type: path
+  containerd_config_version:
+    description:
+      - The containerd config version. C(auto) takes it from the config's C(version) key, or from
+        C(containerd --version) when there is no config yet (containerd 2.x writes version 3).
+      - An explicit version that contradicts the existing config is an error, nothing is changed.
+    type: str
+    choices: [auto, '2', '3']
+    default: auto
+  runtime_name:
+    description: The name of the runtime in the engine's config.
+    type: str
+    default: nvidia
+  nvidia_runtime_path:
+    description: The NVIDIA Container Runtime executable (an absolute path for containerd and CRI-O).
+    type: path
+    default: /usr/bin/nvidia-container-runtime
+  set_as_default:
+    description:
+      - Make the NVIDIA runtime the engine's default runtime.
+      - V(false) leaves the current default runtime as it is.
+    type: bool
+    default: false
+  enable_cdi:
+    description:
+      - Enable the Container Device Interface in the engine (containerd C(enable_cdi), docker C(features.cdi)).
+      - CRI-O always has CDI enabled; the option has no effect there.
+      - V(false) leaves the engine's CDI setting as it is.
+    type: bool
+    default: false
+  systemd_cgroup:
+    description:
+      - Force C(SystemdCgroup) in the containerd NVIDIA runtime's options.
+      - By default it is copied from the runc runtime, which is what the kubelet's cgroup driver agrees with.
+    type: bool
+  cdi:
+    description: Generation of the CDI spec with C(nvidia-ctk cdi generate).
+    type: dict
+    default: {}
+    suboptions:
+      generate:
+        description:
+          - Generate the spec when it is missing or was generated for another driver version.
+          - Skipped, with the reason in RV(cdi), when C(nvidia-ctk) is not installed or no driver is loaded.
+        type: bool
+        default: false
+      output:
+        description: Where the spec is written.
+        type: path
+        default: /var/run/cdi/nvidia.yaml
+      force:
+        description: Generate even when the spec looks current.
+        type: bool
+        default: false
+      driver_version:
+        description:
+          - The installed driver version, for example from C(ansible_facts.nvidia.driver_version) of
+            M(gpuops.platform.nvml_facts). Read from C(/sys/module/nvidia/version) when not given.
+        type: str
+      nvidia_ctk_path:
+        description: The C(nvidia-ctk) executable. Looked up on C(PATH) when not given.
+        type: path
+  backup:
+    description: Keep a timestamped copy of every file before it is changed.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Reports the files that would change, with a diff, and whether the CDI spec would be generated.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: Real before and after text of every config file changed (not of the generated CDI spec).
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+notes:
+  - Restart the container engine after a change (see RV(restart_required)); the gpuops.platform.container_toolkit
+    role does it with a handler.
+  - C(enable_cdi) needs containerd 1.7 or later; containerd 2.x enables CDI by default.
+seealso:
+  - name: NVIDIA Container Toolkit, configuring containerd
+    description: What C(nvidia-ctk runtime configure) writes.
+    link: https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
+  - name: containerd config imports
+    description: How containerd 1.x and 2.x merge imported files.
+    link: https://github.com/containerd/containerd/blob/main/docs/man/containerd-config.toml.5.md
+"""
+
+EXAMPLES = r"""
+- name: Add the NVIDIA runtime to containerd, keeping runc's SystemdCgroup
+  gpuops.platform.nvidia_container_runtime:
+    runtime: containerd
+  register: nvidia_runtime
+
+- name: Restart containerd only when its configuration changed
+  ansible.builtin.systemd_service:
+    name: containerd
+    state: restarted
+  when: nvidia_runtime.restart_required
+
+- name: containerd 2.x, as a drop-in, NVIDIA as the default runtime, CDI spec kept fresh
+  gpuops.platform.nvidia_container_runtime:
+    runtime: containerd
+    mode: drop_in
+    set_as_default: true
+    enable_cdi: true
+    cdi:
+      generate: true
+      driver_version: "{{ ansible_facts.nvidia.driver_version | default(omit) }}"
+
+- name: CRI-O drop-in
+  gpuops.platform.nvidia_container_runtime:
+    runtime: crio
+    set_as_default: true
+
+- name: docker with CDI
+  gpuops.platform.nvidia_container_runtime:
+    runtime: docker
+    enable_cdi: true
+    backup: true
+"""
+
+RETURN = r"""
+restart_required:
+  description: Whether the engine's configuration changed, so the engine must be restarted to use it.
+  returned: always
+  type: bool
+  sample: true
+runtime:
+  description: The engine configured.
+  returned: always
+  type: str
+  sample: containerd
+config_version:
+  description: The containerd config version used; null for other engines.
+  returned: always
+  type: int
+  sample: 2
+cri_plugin:
+  description: The containerd CRI runtime plugin the runtime was added to; null for other engines.
+  returned: always
+  type: str
+  sample: io.containerd.grpc.v1.cri
+files:
+  description: The files that changed (would change in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/containerd/conf.d/99-nvidia.toml, /etc/containerd/config.toml]
+backup_files:
+  description: Backup copies made, by file.
+  returned: when O(backup=true) and a file changed
+  type: dict
+  sample: {/etc/containerd/config.toml: /etc/containerd/config.toml.12345.2026-11-21@05:40:01~}
+cdi:
+  description: What happened to the CDI spec.
+  returned: always
+  type: dict
+  contains:
+    state:
+      description: C(generated), C(current), C(skipped), C(disabled) or, in check mode, C(would_generate).
+      type: str
+      sample: generated
+    changed:
+      description: Whether the spec file changed (would change in check mode).
+      type: bool
+    reason:
+      description: Why it was (or was not) generated.
+      type: str
+      sample: the CDI spec was generated for driver 550.163.01, the installed driver is 570.172.08
+    output:
+      description: The spec file.
+      type: str
+      sample: /var/run/cdi/nvidia.yaml
+    driver_version:
+      description: The installed driver version compared with the spec.
+      type: str
+      sample: 570.172.08
+    command:
+      description: The C(nvidia-ctk) command run (or that would run).
+      type: list
+      elements: str
+    refresh_units:
+      description: The C(nvidia-cdi-refresh) systemd units installed on the host (NVIDIA Container Toolkit 1.18+).
+      type: list
+      elements: str
+      sample: [nvidia-cdi-refresh.path, nvidia-cdi-refresh.service]
+"""
+
+import os
+import re
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.text.converters import to_bytes, to_native
+
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import (
+    DEFAULT_CONFIG_PATHS,
+    HAS_TOMLKIT,
+    TOMLKIT_IMPORT_ERROR,
+    ConfigError,
+    lookup,
+    parse_toml,
+    plain,
+    read_text,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_cdi import (
+    CDI_REFRESH_UNITS,
+    DEFAULT_CDI_SPEC,
+    DRIVER_VERSION_FILES,
+    SYSTEMD_UNIT_DIRS,
+    cdi_decision,
+    driver_version_from,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
+    CRI_PLUGINS,
+    config_version_for,
+    plan_containerd,
+)
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_crio import plan_crio
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_docker import plan_docker
+
+ARGUMENT_SPEC = dict(
+    runtime=dict(type="str", required=True, choices=["containerd", "crio", "docker"]),
+    config_path=dict(type="path"),
+    mode=dict(type="str", choices=["in_place", "drop_in"]),
+    drop_in_path=dict(type="path"),
+    containerd_config_version=dict(type="str", default="auto", choices=["auto", "2", "3"]),
+    runtime_name=dict(type="str", default="nvidia"),
+    nvidia_runtime_path=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
+    set_as_default=dict(type="bool", default=False),
+    enable_cdi=dict(type="bool", default=False),
+    systemd_cgroup=dict(type="bool"),
+    cdi=dict(type="dict", default={}, options=dict(
+        generate=dict(type="bool", default=False),
+        output=dict(type="path", default=DEFAULT_CDI_SPEC),
+        force=dict(type="bool", default=False),
+        driver_version=dict(type="str"),
+        nvidia_ctk_path=dict(type="path"),
+    )),
+    backup=dict(type="bool", default=False),
+)
+
+
+def _check_options(params):
+    """Options that contradict each other: an error before anything is read."""
+    runtime = params["runtime"]
+    if runtime == "docker" and (params["mode"] or params["drop_in_path"]):
+        return "conflicting options: docker has a single daemon.json; mode and drop_in_path do not apply"
+    if runtime == "crio" and params["mode"] == "in_place":
+        return "conflicting options: CRI-O is configured with a drop-in only; use mode=drop_in or leave mode unset"
+    if runtime != "containerd" and params["containerd_config_version"] != "auto":
+        return "conflicting options: containerd_config_version applies to runtime=containerd only"
+    if runtime != "containerd" and params["systemd_cgroup"] is not None:
+        return "conflicting options: systemd_cgroup applies to runtime=containerd only"
+    if runtime == "containerd" and params["mode"] != "drop_in" and params["drop_in_path"]:
+        return "conflicting options: drop_in_path needs mode=drop_in"
+    return None
+
+
+def _containerd_version(module, config_path):
+    """The requested config version, or the one containerd writes when there is no config to read it from."""
+    wanted = module.params["containerd_config_version"]
+    if wanted != "auto":
+        return int(wanted)
+    text = read_text(config_path)
+    if text and re.search(r"^\s*version\s*=", text, re.MULTILINE):
+        return None  # the config's own version key decides
+    binary = module.get_bin_path("containerd")
+    if not binary:
+        return None
+    rc, out, err = module.run_command([binary, "--version"])
+    if rc != 0:
+        module.warn("`%s --version` failed (rc=%d): %s" % (binary, rc, err.strip()))
+        return None
+    return config_version_for(out)
+
+
+def _builtin_runtimes(module):
+    """containerd's built-in runtimes (from ``containerd config default``), read only when a config names none."""
+    def load(version):
+        binary = module.get_bin_path("containerd")
+        if not binary:
+            return None
+        rc, out, _err = module.run_command([binary, "config", "default"])
+        if rc != 0:
+            return None
+        try:
+            default = plain(parse_toml(out, "`containerd config default`"))
+        except ConfigError:
+            return None
+        return lookup(default, ["plugins", CRI_PLUGINS[version], "containerd", "runtimes"])
+    return load
+
+
+def build_plan(module):
+    params = module.params
+    runtime = params["runtime"]
+    config_path = params["config_path"] or DEFAULT_CONFIG_PATHS[runtime]
+    common = dict(runtime_name=params["runtime_name"], runtime_path=params["nvidia_runtime_path"],
+                  set_as_default=params["set_as_default"])
+    if runtime == "containerd":
+        return plan_containerd(config_path, mode=params["mode"] or "in_place",
+                               config_version=_containerd_version(module, config_path),
+                               enable_cdi=params["enable_cdi"],
+                               cdi_spec_dir=os.path.dirname(params["cdi"]["output"]),
+                               systemd_cgroup=params["systemd_cgroup"], drop_in_path=params["drop_in_path"],
+                               builtin_runtimes=_builtin_runtimes(module), **common)
+    if runtime == "crio":
+        if params["enable_cdi"]:
+            module.warn("CRI-O always enables CDI; enable_cdi has no effect on it")
+        return plan_crio(config_path, drop_in_path=params["drop_in_path"], **common)
+    return plan_docker(config_path, enable_cdi=params["enable_cdi"], **common)
+
+
+def write_file(module, path, text):
+    """Write ``text`` to ``path`` atomically; an existing file keeps its mode and owner."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(to_bytes(text))
+        module.atomic_move(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _installed_driver_version(given):
+    if given:
+        return given
+    for path in DRIVER_VERSION_FILES:
+        try:
+            found = driver_version_from(read_text(path))
+        except ConfigError:
+            found = None
+        if found:
+            return found
+    return None
+
+
+def handle_cdi(module):
+    options = module.params["cdi"]
+    output = options["output"]
+    units = [unit for unit in CDI_REFRESH_UNITS
+             if any(os.path.exists(os.path.join(d, unit)) for d in SYSTEMD_UNIT_DIRS)]
+    result = dict(state="disabled", changed=False, reason="cdi.generate is false", output=output,
+                  driver_version=None, command=[], refresh_units=units)
+    if not options["generate"]:
+        return result
+    driver_version = _installed_driver_version(options["driver_version"])
+    result["driver_version"] = driver_version
+    try:
+        spec_text = read_text(output)
+    except ConfigError:
+        spec_text = ""  # unreadable: regenerate
+    generate, reason = cdi_decision(spec_text, driver_version, options["force"])
+    result["reason"] = reason
+    if not generate:
+        result["state"] = "current" if spec_text is not None else "skipped"
+        return result
+    nvidia_ctk = options["nvidia_ctk_path"] or module.get_bin_path("nvidia-ctk")
+    result["command"] = [nvidia_ctk or "nvidia-ctk", "cdi", "generate", "--output=%s" % output]
+    if not nvidia_ctk or not os.path.exists(nvidia_ctk):
+        result.update(state="skipped", reason="%s, but nvidia-ctk is not installed" % reason)
+        return result
+    if module.check_mode:
+        result.update(state="would_generate", changed=True)
+        return result
+    directory = os.path.dirname(output)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".nvidia-cdi.", suffix=os.path.splitext(output)[1])
+    os.close(fd)
+    try:
+        command = [nvidia_ctk, "cdi", "generate", "--output=%s" % tmp]
+        rc, out, err = module.run_command(command)
+        if rc != 0:
+            module.fail_json(msg="`%s` failed (rc=%d): %s" % (" ".join(command), rc, (err or out).strip()),
+                             cdi=result)
+        with open(tmp, "rb") as handle:
+            new = handle.read().decode("utf-8", "replace")
+        if new == spec_text:
+            result.update(state="current", reason="%s; the generated spec is identical" % reason)
+            return result
+        os.chmod(tmp, 0o644)
+        module.atomic_move(tmp, output)
+        result.update(state="generated", changed=True)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    conflict = _check_options(params)
+    if conflict:
+        module.fail_json(msg=conflict)
+    if params["runtime"] in ("containerd", "crio") and not HAS_TOMLKIT:
+        if module.check_mode:
+            # A play that installs the library first (like the container_toolkit role)
+            # can still be checked: the config cannot be planned before it is there.
+            module.exit_json(changed=False, skipped=True, restart_required=False, runtime=params["runtime"],
+                             msg="check mode: %s" % missing_required_lib("tomlkit"))
+        module.fail_json(msg=missing_required_lib("tomlkit"), exception=to_native(TOMLKIT_IMPORT_ERROR))
+
+    try:
+        plan = build_plan(module)
+    except ConfigError as exc:
+        module.fail_json(msg=to_native(exc), runtime=params["runtime"])
+    for warning in plan.warnings:
+        module.warn(warning)
+
+    edits = plan.changed_edits
+    result = dict(changed=bool(edits), restart_required=bool(edits), runtime=plan.runtime,
+                  config_version=plan.config_version, cri_plugin=plan.plugin,
+                  files=[edit.path for edit in edits])
+    if module._diff:
+        result["diff"] = [dict(before=edit.before or "", after=edit.after, before_header=edit.path,
+                               after_header=edit.path) for edit in edits]
+    if edits and not module.check_mode:
+        backups = {}
+        # The drop-in first, then the config that imports it: never an import of a missing file.
+        for edit in reversed(edits):
+            if params["backup"] and edit.before is not None:
+                backups[edit.path] = module.backup_local(edit.path)
+            try:
+                write_file(module, edit.path, edit.after)
+            except (IOError, OSError) as exc:
+                module.fail_json(msg="cannot write %s: %s" % (edit.path, to_native(exc)), **result)
+        if backups:
+            result["backup_files"] = backups
+
+    result["cdi"] = handle_cdi(module)
+    result["changed"] = result["changed"] or result["cdi"]["changed"]
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

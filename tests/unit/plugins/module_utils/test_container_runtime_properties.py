@@ -1,0 +1,155 @@
+"""Property-based tests: the edits keep all unrelated content and are idempotent."""
+import json
+import os
+import tempfile
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import plan_containerd
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_crio import plan_crio
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_docker import plan_docker
+from container_runtime_helpers import CRI2, CRI3, load_toml
+
+import tomlkit
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-", min_size=1, max_size=10)
+scalars = st.one_of(
+    st.booleans(),
+    st.integers(min_value=-2 ** 31, max_value=2 ** 31),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=20),
+    st.lists(st.text(alphabet="abc/._-", max_size=8), max_size=3),
+)
+flat_tables = st.dictionaries(keys, scalars, max_size=5)
+comments = st.lists(st.text(alphabet="abcdefghij #.,-", max_size=30), max_size=3)
+
+
+def containerd_text(version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes):
+    """A config as an operator might write it: comments, other plugins and runtimes, random settings."""
+    cri = CRI2 if version == 2 else CRI3
+    doc = tomlkit.document()
+    for note in notes:
+        doc.add(tomlkit.comment(note))
+    doc["version"] = version
+    for key, value in top_level.items():
+        if key not in ("version", "imports", "plugins"):
+            doc[key] = value
+    plugins = tomlkit.table()
+    for name, settings_ in other_plugins.items():
+        plugins["io.containerd.%s.v1" % name] = settings_
+    cri_table = tomlkit.table()
+    for key, value in cri_settings.items():
+        if key not in ("containerd", "enable_cdi", "cdi_spec_dirs"):
+            cri_table[key] = value
+    runtimes = tomlkit.table()
+    runc = tomlkit.table()
+    runc["runtime_type"] = "io.containerd.runc.v2"
+    options = tomlkit.table()
+    for key, value in runc_options.items():
+        options[key] = value
+    runc["options"] = options
+    runtimes["runc"] = runc
+    for name, settings_ in other_runtimes.items():
+        if name not in ("runc", "nvidia", "crun"):
+            runtimes[name] = settings_
+    cri_table["containerd"] = {"runtimes": runtimes}
+    plugins[cri] = cri_table
+    doc["plugins"] = plugins
+    return tomlkit.dumps(doc)
+
+
+def strip_nvidia(data, cri):
+    data = json.loads(json.dumps(data))
+    section = data["plugins"][cri]
+    section["containerd"]["runtimes"].pop("nvidia", None)
+    section["containerd"].pop("default_runtime_name", None)
+    section.pop("enable_cdi", None)
+    data.pop("imports", None)
+    return data
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+@SETTINGS
+@given(version=st.sampled_from([2, 3]),
+       runc_options=st.dictionaries(st.sampled_from(["SystemdCgroup", "NoPivotRoot", "Root", "IoUid", "ShimCgroup"]),
+                                    scalars, max_size=4),
+       top_level=flat_tables, other_plugins=st.dictionaries(keys, flat_tables, max_size=3),
+       other_runtimes=st.dictionaries(keys, flat_tables, max_size=2), cri_settings=flat_tables,
+       notes=comments, mode=st.sampled_from(["in_place", "drop_in"]),
+       set_as_default=st.booleans(), enable_cdi=st.booleans())
+def test_containerd_edit_keeps_unrelated_content_and_is_idempotent(
+        version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes, mode,
+        set_as_default, enable_cdi):
+    text = containerd_text(version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes)
+    cri = CRI2 if version == 2 else CRI3
+    with tempfile.TemporaryDirectory() as root:
+        path = os.path.join(root, "config.toml")
+        write(path, text)
+        options = dict(mode=mode, set_as_default=set_as_default, enable_cdi=enable_cdi)
+        plan = plan_containerd(path, **options)
+        for edit in plan.changed_edits:
+            write(edit.path, edit.after)
+        main = load_toml(open(path).read())
+        # unrelated content is all there, comments included
+        assert strip_nvidia(main, cri) == strip_nvidia(load_toml(text), cri)
+        comment_lines = [line for line in text.splitlines() if line.lstrip().startswith("#")]
+        assert len(comment_lines) == len(notes)
+        assert [line for line in open(path).read().splitlines() if line in comment_lines] == comment_lines
+        # the runtime containerd will see inherits runc's options
+        effective = load_toml(plan.edits[-1].after)
+        nvidia = effective["plugins"][cri]["containerd"]["runtimes"]["nvidia"]
+        assert nvidia["options"] == dict(runc_options, BinaryName="/usr/bin/nvidia-container-runtime")
+        assert nvidia["runtime_type"] == "io.containerd.runc.v2"
+        if version == 2 and mode == "drop_in":
+            # the whole CRI section travels with the drop-in
+            assert strip_nvidia(effective, cri)["plugins"][cri] == strip_nvidia(main, cri)["plugins"][cri]
+        # running again changes nothing
+        assert not plan_containerd(path, **options).changed
+
+
+@SETTINGS
+@given(data=st.dictionaries(keys, st.one_of(scalars, flat_tables), max_size=8),
+       runtimes=st.dictionaries(keys, st.fixed_dictionaries({"path": st.text(max_size=10)}), max_size=3),
+       indent=st.sampled_from([2, 4, "\t"]), set_as_default=st.booleans(), enable_cdi=st.booleans())
+def test_docker_edit_keeps_other_keys_and_is_idempotent(data, runtimes, indent, set_as_default, enable_cdi):
+    data.pop("features", None)
+    data.pop("default-runtime", None)
+    data["runtimes"] = runtimes
+    with tempfile.TemporaryDirectory() as root:
+        path = os.path.join(root, "daemon.json")
+        write(path, json.dumps(data, indent=indent))
+        plan = plan_docker(path, set_as_default=set_as_default, enable_cdi=enable_cdi)
+        result = json.loads(plan.edits[0].after)
+        for key, value in data.items():
+            if key != "runtimes":
+                assert result[key] == value
+        for name, value in runtimes.items():
+            if name != "nvidia":
+                assert result["runtimes"][name] == value
+        write(path, plan.edits[0].after)
+        assert not plan_docker(path, set_as_default=set_as_default, enable_cdi=enable_cdi).changed
+
+
+@SETTINGS
+@given(settings_=flat_tables, notes=comments, set_as_default=st.booleans())
+def test_crio_drop_in_keeps_what_is_there_and_is_idempotent(settings_, notes, set_as_default):
+    doc = tomlkit.document()
+    for note in notes:
+        doc.add(tomlkit.comment(note))
+    doc["crio"] = {"metrics": dict(settings_)}
+    with tempfile.TemporaryDirectory() as root:
+        config = os.path.join(root, "crio.conf")
+        drop_in = os.path.join(root, "crio.conf.d", "99-nvidia.toml")
+        write(drop_in, tomlkit.dumps(doc))
+        plan = plan_crio(config, set_as_default=set_as_default)
+        after = load_toml(plan.edits[0].after)
+        assert after["crio"]["metrics"] == load_toml(tomlkit.dumps(doc))["crio"]["metrics"]
+        write(drop_in, plan.edits[0].after)
+        assert not plan_crio(config, set_as_default=set_as_default).changed
