@@ -75,7 +75,7 @@ def mig_single_plan(render):
         "mig-b": {"facts": "hgx-h100", "mig_k8s_resources": {
             "single": {"valid": True, "reason": None, "resources": {"nvidia.com/gpu": 56}, "profile": "1g.10gb"},
             "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 56}}}},
-        "mig-c": {"facts": "h200-mig"},
+        "mig-c": {"facts": "h200-mig", "vars": {"mig_k8s_node_name": "h200-node-c"}},
     })
 
 
@@ -201,6 +201,8 @@ def test_tenant_quotas_follow_the_fleet_capacity(time_slicing, mig_mixed, mig_si
     qr = mig_mixed.one("ResourceQuota", "gpuops-tenant", "research")["spec"]["hard"]
     assert qr == {"pods": "500", "requests.nvidia.com/gpu": "0", "requests.nvidia.com/mig-1g.10gb": "2",
                   "requests.nvidia.com/mig-2g.20gb": "0", "requests.nvidia.com/mig-3g.40gb": "1"}
+    # The Kubernetes node name the mig role uses is the default here too.
+    assert [n["metadata"]["name"] for n in mig_single_plan.find("Node")] == ["h200-node-c", "mig-b"]
     # 56 slices from the MIG plan, and the H200's MIG devices from its facts, all as nvidia.com/gpu.
     h200 = len(load_facts("h200-mig")["gpus"][0]["mig"]["devices"])
     qs = mig_single_plan.one("ResourceQuota", "gpuops-tenant", "serving")["spec"]["hard"]
