@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """GPU capacity of the cluster, computed from the node layer's facts.
 
 What each node advertises to Kubernetes follows from three things: its GPUs

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.platform maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """Put Kubernetes objects in apply order and render them as manifests.
 
 One ordering serves both the API (kubernetes.core.k8s, one task per phase) and
