@@ -33,6 +33,11 @@ def run(tmp_path, api, name, args=(), expect_failure=False, collections=None):
         "gpuops_k8s_host": api.url,
         "gpuops_k8s_api_key": TOKEN,
         "gpu_operator_enabled": False,
+        # Their Helm releases need the helm binary too (test_sched_apply.py
+        # covers these layers' objects without them).
+        "volcano_enabled": False,
+        "kueue_enabled": False,
+        "kuberay_enabled": False,
         "gpu_sharing_configs": SHARING,
         "gpu_tenants_list": TENANTS,
         "gpu_nodes_validate_retries": 1,

@@ -252,8 +252,8 @@ def test_render_is_deterministic_and_idempotent(time_slicing, installed_collecti
 
 
 def test_summary_counts_layers_objects_and_releases(time_slicing):
-    line = "Kubernetes GPU stack rendered into %s: %d layers, %d objects, 1 Helm releases" % (
-        time_slicing.dir, len(time_slicing.layers), len(time_slicing.objects))
+    line = "Kubernetes GPU stack rendered into %s: %d layers, %d objects, %d Helm releases" % (
+        time_slicing.dir, len(time_slicing.layers), len(time_slicing.objects), len(time_slicing.releases))
     assert line in " ".join(time_slicing.output.split())
     assert time_slicing.tasks > 0
 
