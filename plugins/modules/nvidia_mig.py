@@ -36,7 +36,6 @@ description:
 author:
   - gpuops.platform maintainers (@gpuops)
 requirements:
-  - nvidia-ml-py (pynvml) on the node, for live discovery and apply.
   - C(nvidia-smi) on the node, to reset a GPU when a MIG mode change is pending.
 options:
   config:
@@ -79,6 +78,8 @@ options:
         daemon). Without it the module refuses to change a GPU that runs compute processes.
     type: bool
     default: false
+extends_documentation_fragment:
+  - gpuops.platform.nvml
 attributes:
   check_mode:
     support: full

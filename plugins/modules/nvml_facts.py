@@ -35,7 +35,6 @@ description:
 author:
   - gpuops.platform maintainers (@gpuops)
 requirements:
-  - nvidia-ml-py (the C(pynvml) module) on the managed node, unless O(replay_file) is used.
   - The NVIDIA driver (C(libnvidia-ml.so.1)) for facts of real GPUs.
 options:
   replay_file:
@@ -54,6 +53,7 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - gpuops.platform.nvml
 attributes:
   check_mode:
     support: full
@@ -65,8 +65,6 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - Run with privileges (C(become)) where C(/dev/nvidia*) is restricted; without them NVML
-    reports no permission and the facts say so.
   - O(temperature_warning_c) applies to facts gathered from NVML; replayed facts keep the
     health they were recorded with.
 seealso:
