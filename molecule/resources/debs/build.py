@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build the local apt repository of stand-in NVIDIA packages for Debian 12.
 
 No reachable registry carries NVIDIA's packages, so the Molecule scenarios

@@ -1,4 +1,5 @@
-#!/bin/bash
+# shellcheck shell=bash
+# Run through ansible.builtin.script with executable: /bin/bash.
 # Print what a node role may change, one line per item, sorted: every file
 # under the system paths with size, mtime, mode and link target, and every
 # running service with its main PID and start time. Two listings that differ
