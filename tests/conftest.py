@@ -50,3 +50,14 @@ def shared_reference():
 @pytest.fixture(scope="session")
 def fixtures_dir():
     return FIXTURES
+
+
+@pytest.fixture
+def module_exits():
+    """Run a module's main() with exit_json/fail_json raising ExitJson/FailJson
+    (tests/unit/support/module_args.py) instead of exiting; opt in with
+    ``pytestmark = pytest.mark.usefixtures("module_exits")``."""
+    from support.module_args import module_exits as _module_exits
+
+    with _module_exits():
+        yield

@@ -32,3 +32,29 @@ def patch_module_args(args=None):
     args.setdefault("_ansible_keep_remote_files", False)
     with mock.patch.object(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))):
         yield
+
+
+class ExitJson(Exception):
+    """Raised instead of exiting when a module calls exit_json; args[0] is its result."""
+
+
+class FailJson(Exception):
+    """Raised instead of exiting when a module calls fail_json; args[0] is its result."""
+
+
+def _exit_json(self, **kwargs):  # pylint: disable=unused-argument
+    kwargs.setdefault("changed", False)
+    raise ExitJson(kwargs)
+
+
+def _fail_json(self, **kwargs):  # pylint: disable=unused-argument
+    raise FailJson(kwargs)
+
+
+@contextlib.contextmanager
+def module_exits():
+    """Make AnsibleModule.exit_json/fail_json raise ExitJson/FailJson."""
+    from ansible.module_utils import basic
+
+    with mock.patch.multiple(basic.AnsibleModule, exit_json=_exit_json, fail_json=_fail_json):
+        yield

@@ -1,5 +1,4 @@
 """The nvidia_container_runtime module: writes, check mode, diff, backups, errors and CDI."""
-import contextlib
 import json
 import os
 import stat
@@ -7,46 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
-
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_container_runtime as module_under_test
+from support.module_args import ExitJson, FailJson, patch_module_args
+
+pytestmark = pytest.mark.usefixtures("module_exits")
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "container_runtime"
 NVIDIA_BIN = "/usr/bin/nvidia-container-runtime"
-
-try:
-    from support.module_args import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        saved = basic._ANSIBLE_ARGS
-        basic._ANSIBLE_ARGS = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-        try:
-            yield
-        finally:
-            basic._ANSIBLE_ARGS = saved
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def module_exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        kwargs.setdefault("changed", False)
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
 
 
 def run(args, check=False, diff=False):

@@ -9,7 +9,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_mig
 from fakes import nvml_nodes
 from fakes.fake_pynvml_mig import FakeMigNvml
-from support.module_args import patch_module_args
+from support.module_args import ExitJson, FailJson, patch_module_args
+
+pytestmark = pytest.mark.usefixtures("module_exits")
 
 ALL_1G = {"version": "v1", "mig-configs": {
     "all-1g": [
@@ -21,27 +23,6 @@ ALL_1G = {"version": "v1", "mig-configs": {
     "two-7g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"7g.80gb": 2}}],
     "off": [{"devices": "all", "mig-enabled": False}],
 }}
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def module_exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        kwargs.setdefault("changed", False)
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
 
 
 def run(args, check=False, diff=False, expect=ExitJson):

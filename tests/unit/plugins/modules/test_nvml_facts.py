@@ -6,35 +6,15 @@ import pytest
 from unittest import mock
 
 from ansible.module_utils import basic
-from support.module_args import patch_module_args
+from support.module_args import ExitJson, FailJson, patch_module_args
 
 from ansible_collections.gpuops.platform.plugins.modules import nvml_facts
 from fakes.fake_pynvml import FakeNvml
 from fakes.nvml_nodes import h200_mig, hgx_h100
 
+pytestmark = pytest.mark.usefixtures("module_exits")
+
 FIXTURES = ("dgx-a100", "hgx-h100", "h200-mig", "l40s", "no-gpu")
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self, **kwargs):
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self, **kwargs):
-    raise FailJson(kwargs)
-
-
-@pytest.fixture(autouse=True)
-def module_exits():
-    with mock.patch.multiple(basic.AnsibleModule, exit_json=_exit_json, fail_json=_fail_json):
-        yield
 
 
 def run(args, nvml=None, has_pynvml=True):
