@@ -3,7 +3,6 @@ import json
 
 import pynvml
 import pytest
-from ansible.module_utils import basic
 
 from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_mig

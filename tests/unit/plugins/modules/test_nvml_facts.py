@@ -5,7 +5,6 @@ import pynvml
 import pytest
 from unittest import mock
 
-from ansible.module_utils import basic
 from support.module_args import ExitJson, FailJson, patch_module_args
 
 from ansible_collections.gpuops.platform.plugins.modules import nvml_facts
