@@ -188,7 +188,7 @@ def _style(doc, path):
     """
     node, ref, ref_depth = doc, None, 0
     for depth in range(1, len(path)):
-        node = _choose(parts_at(doc, path[:depth])) or lookup(doc, path[:depth])
+        node = _table_at(doc, path[:depth])
         if is_real_table(node):
             ref, ref_depth = node, depth
     if ref is None:
@@ -257,6 +257,15 @@ def _choose(parts, key=None, near=None):
     return parts[0] if parts else None
 
 
+def _table_at(doc, path, key=None, near=None):
+    """What to edit for the table at ``path``: the part :func:`_choose` picks, else the value there.
+
+    A part may be empty (so false): only None means there is none, as for an inline table.
+    """
+    part = _choose(parts_at(doc, path), key, near) if path else doc
+    return lookup(doc, path) if part is None else part
+
+
 def put_at(doc, path, key, value, near=None):
     """Set ``key`` of the table at ``path`` to ``value``; returns the stored item.
 
@@ -265,9 +274,7 @@ def put_at(doc, path, key, value, near=None):
     copies), else the part with the table's own header, so a plain value never
     lands under a header that is not written.
     """
-    target = _choose(parts_at(doc, path), key, near) if path else doc
-    if target is None:  # not a [table] (an inline table): it is edited as it is
-        target = lookup(doc, path)
+    target = _table_at(doc, path, key, near)
     if key in target:
         target[key] = value
     elif isinstance(target, (Table, Container)):
@@ -313,7 +320,7 @@ def set_value(table, key, value):
 
 def set_value_at(doc, path, key, value):
     """:func:`set_value` on the table at ``path``, in the part of a split table where ``key`` belongs."""
-    return set_value(_choose(parts_at(doc, path), key) or lookup(doc, path), key, value)
+    return set_value(_table_at(doc, path, key), key, value)
 
 
 def _strip_comments(table):
