@@ -19,6 +19,7 @@ import os
 
 try:
     import tomlkit
+    from tomlkit.container import Container
     from tomlkit.exceptions import TOMLKitError
     from tomlkit.items import Comment, String, Table, Whitespace
     HAS_TOMLKIT = True
@@ -186,8 +187,8 @@ def _style(doc, path):
     parse/dump cycle, so those stay unindented.
     """
     node, ref, ref_depth = doc, None, 0
-    for depth, key in enumerate(path[:-1], 1):
-        node = node[key]
+    for depth in range(1, len(path)):
+        node = _table_at(doc, path[:depth])
         if is_real_table(node):
             ref, ref_depth = node, depth
     if ref is None:
@@ -215,20 +216,74 @@ def ensure_path(doc, path):
             continue
         header, _step, _offset = _style(doc, path[:depth])
         if header:
-            node[key] = tomlkit.table(is_super_table=False)
-            node[key].trivia.indent = "\n" + header
-            node = node[key]
+            added = put_at(doc, path[:depth - 1], key, tomlkit.table(is_super_table=False))
+            added.trivia.indent = "\n" + header
         else:
-            node = ensure_table(node, key)
+            put_at(doc, path[:depth - 1], key, tomlkit.table(is_super_table=True))
+        node = lookup(doc, path[:depth])
     return node
 
 
-def _parts(table):
-    """The tables behind ``table``: one, or several for a table split across the file."""
-    if isinstance(table, Table):
-        return [table]
-    # tomlkit's proxy for a table whose sub-tables are interleaved with others.
-    return [part for part in getattr(table, "_tables", []) if isinstance(part, Table)]
+def _body(container):
+    return container.value.body if isinstance(container, Table) else container.body
+
+
+def parts_at(doc, path):
+    """The tables written in ``doc`` for the table at ``path``: one, or several when it is split.
+
+    TOML allows ``[a.b.x]`` after ``[c]`` although ``[a.b]`` came before, and
+    tools that append to a config write exactly that. tomlkit then offers the
+    table as a view over its parts that has no ``add``, may put a new plain
+    value under a part whose header is not written, and (tomlkit < 0.12, as in
+    Debian 12) is a merged copy below the first level, so writes to it are lost.
+    Edits therefore go to one of the tables found here, in the document itself.
+    """
+    found = [doc]
+    for key in path:
+        found = [item for node in found for item_key, item in _body(node)
+                 if item_key is not None and item_key.key == key and isinstance(item, Table)]
+    return found
+
+
+def _choose(parts, key=None, near=None):
+    """The part that holds ``key``, else the one holding ``near``, else the one with its own [header]."""
+    for wanted in (key, near):
+        for part in parts:
+            if wanted is not None and wanted in part:
+                return part
+    for part in parts:
+        if not part.is_super_table():
+            return part
+    return parts[0] if parts else None
+
+
+def _table_at(doc, path, key=None, near=None):
+    """What to edit for the table at ``path``: the part :func:`_choose` picks, else the value there.
+
+    A part may be empty (so false): only None means there is none, as for an inline table.
+    """
+    part = _choose(parts_at(doc, path), key, near) if path else doc
+    return lookup(doc, path) if part is None else part
+
+
+def put_at(doc, path, key, value, near=None):
+    """Set ``key`` of the table at ``path`` to ``value``; returns the stored item.
+
+    In a split table the value goes into the part that already holds ``key``,
+    else the one holding the sibling ``near`` (a new runtime next to the one it
+    copies), else the part with the table's own header, so a plain value never
+    lands under a header that is not written.
+    """
+    target = _table_at(doc, path, key, near)
+    if key in target:
+        target[key] = value
+    elif isinstance(target, (Table, Container)):
+        target.add(key, value)
+    else:
+        target[key] = value
+        return target[key]
+    # The item itself: a container hands out booleans as plain bool.
+    return (target.value if isinstance(target, Table) else target).item(key)
 
 
 def _styled(old, value):
@@ -251,18 +306,21 @@ def set_value(table, key, value):
         table[key] = _styled(table[key], value)
         return True
     # Siblings' indentation, read before the new key is there to be found.
-    indents = [(part, _key_indent(part)) for part in _parts(table)]
+    indent = _key_indent(table) if isinstance(table, Table) else None
+    if indent is None and isinstance(table, Table):  # the first key: one step in from an indented header
+        header = table.trivia.indent.split("\n")[-1]
+        indent = header + "  " if header else None
     table[key] = value
-    for part, indent in indents:
-        if key not in part:
-            continue
-        if indent is None:  # the first key of the table: one step in from an indented header
-            header = part.trivia.indent.split("\n")[-1]
-            indent = header + "  " if header else None
-        item = part.value.item(key)
-        if indent and not isinstance(item, (Table, Whitespace)):
+    if indent and isinstance(table, Table):
+        item = table.value.item(key)
+        if not isinstance(item, (Table, Whitespace)):
             item.trivia.indent = indent
     return True
+
+
+def set_value_at(doc, path, key, value):
+    """:func:`set_value` on the table at ``path``, in the part of a split table where ``key`` belongs."""
+    return set_value(_table_at(doc, path, key), key, value)
 
 
 def _strip_comments(table):
@@ -288,10 +346,9 @@ def copy_table(source):
     return dup
 
 
-def add_table(parent, key, table, like=None):
-    """Add ``table`` as ``parent[key]``; its header is indented like ``like``'s header."""
-    parent.add(key, table)
-    added = parent[key]
+def add_table(doc, path, key, table, like=None, near=None):
+    """Add ``table`` as ``key`` of the table at ``path`` (beside ``near``); its header is indented like ``like``'s."""
+    added = put_at(doc, path, key, table, near=near)
     if like is not None and isinstance(added, Table) and isinstance(like, Table):
         added.trivia.indent = like.trivia.indent
     return added
@@ -322,10 +379,9 @@ def _indent_table(table, header, step, key_offset):
 
 def add_fresh_table(doc, path, data):
     """Add plain ``data`` as the table at ``path``, indented like the document around it."""
-    parent = ensure_path(doc, path[:-1])
+    ensure_path(doc, path[:-1])
     header, step, offset = _style(doc, path)
-    parent[path[-1]] = table_from_dict(data)
-    added = parent[path[-1]]
+    added = put_at(doc, path[:-1], path[-1], table_from_dict(data))
     if isinstance(added, Table) and (header or offset):
         _indent_table(added, header, step, offset)
     return added

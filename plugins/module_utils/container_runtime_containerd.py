@@ -45,6 +45,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     plain,
     read_text,
     set_value,
+    set_value_at,
     settled,
     table_from_dict,
 )
@@ -186,9 +187,8 @@ def _configure_cri(doc, version, effective_cri, opts):
     runtime is a copy of it, so it reads like its neighbours.
     """
     cri_name = CRI_PLUGINS[version]
-    cri = ensure_path(doc, ["plugins", cri_name])
-    containerd = ensure_path(doc, ["plugins", cri_name, "containerd"])
-    runtimes = ensure_path(doc, ["plugins", cri_name, "containerd", "runtimes"])
+    runtimes_path = ["plugins", cri_name, "containerd", "runtimes"]
+    runtimes = ensure_path(doc, runtimes_path)
 
     effective_runtimes = lookup(effective_cri, ["containerd", "runtimes"]) or {}
     if not effective_runtimes:
@@ -200,7 +200,9 @@ def _configure_cri(doc, version, effective_cri, opts):
         effective_runtimes.pop(opts.runtime_name, None)
         for name, data in effective_runtimes.items():
             if name not in runtimes:
-                add_fresh_table(doc, ["plugins", cri_name, "containerd", "runtimes", name], data)
+                add_fresh_table(doc, runtimes_path + [name], data)
+        # Read again: a table split across the file is a view that does not see what was added.
+        runtimes = lookup(doc, runtimes_path)
     default_name = lookup(effective_cri, ["containerd", "default_runtime_name"])
     source_name = _source_runtime_name(effective_runtimes, default_name, opts.runtime_name)
     source = effective_runtimes.get(source_name) if source_name else {}
@@ -218,32 +220,35 @@ def _configure_cri(doc, version, effective_cri, opts):
     if opts.runtime_name not in runtimes:
         source_item = runtimes.get(source_name) if source_name else None
         if is_real_table(source_item) and plain(source_item) == source and is_real_table(source_item.get("options")):
-            add_table(runtimes, opts.runtime_name, copy_table(source_item), like=source_item)
+            add_table(doc, runtimes_path, opts.runtime_name, copy_table(source_item), like=source_item,
+                      near=source_name)
         else:
             fresh = dict(inherited)
             fresh["options"] = wanted_options
-            add_fresh_table(doc, ["plugins", cri_name, "containerd", "runtimes", opts.runtime_name], fresh)
-    nvidia = runtimes[opts.runtime_name]
+            add_fresh_table(doc, runtimes_path + [opts.runtime_name], fresh)
+    nvidia = lookup(doc, runtimes_path + [opts.runtime_name])
     if not isinstance(nvidia, dict):
         raise ConfigError("plugins.%s.containerd.runtimes.%s is not a table" % (cri_name, opts.runtime_name))
-    set_value(nvidia, "runtime_type", RUNC_V2_SHIM)
+    nvidia_path = runtimes_path + [opts.runtime_name]
+    set_value_at(doc, nvidia_path, "runtime_type", RUNC_V2_SHIM)
     for key, value in inherited.items():
         if key not in nvidia:
-            set_value(nvidia, key, value)
-    options = ensure_path(doc, ["plugins", cri_name, "containerd", "runtimes", opts.runtime_name, "options"])
+            set_value_at(doc, nvidia_path, key, value)
+    ensure_path(doc, nvidia_path + ["options"])
     for key, value in wanted_options.items():
-        set_value(options, key, value)
+        set_value_at(doc, nvidia_path + ["options"], key, value)
 
     if opts.set_as_default:
-        set_value(containerd, "default_runtime_name", opts.runtime_name)
+        set_value_at(doc, runtimes_path[:-1], "default_runtime_name", opts.runtime_name)
     if opts.enable_cdi:
-        set_value(cri, "enable_cdi", True)
+        cri_path = runtimes_path[:-2]
+        set_value_at(doc, cri_path, "enable_cdi", True)
         dirs = effective_cri.get("cdi_spec_dirs")
         # containerd's default dirs are /etc/cdi and /var/run/cdi; only a list that
         # leaves out the dir our spec goes to needs it added.
         if isinstance(dirs, list) and opts.cdi_spec_dir and opts.cdi_spec_dir not in dirs \
                 and opts.cdi_spec_dir.replace("/var/run/", "/run/", 1) not in dirs:
-            set_value(cri, "cdi_spec_dirs", dirs + [opts.cdi_spec_dir])
+            set_value_at(doc, cri_path, "cdi_spec_dirs", dirs + [opts.cdi_spec_dir])
     return source_name
 
 
@@ -358,7 +363,7 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
         plugins = ensure_table(doc, "plugins")
         base_item = None if cri_overridden else lookup(main_doc, ["plugins", cri_name])
         if base_item is not None and is_real_table(base_item):
-            add_table(plugins, cri_name, copy_table(base_item), like=base_item)
+            add_table(doc, ["plugins"], cri_name, copy_table(base_item), like=base_item)
         else:
             plugins[cri_name] = table_from_dict(effective_cri)
         _configure_cri(doc, version, effective_cri, opts)

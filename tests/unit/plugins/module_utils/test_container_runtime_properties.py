@@ -26,15 +26,29 @@ flat_tables = st.dictionaries(keys, scalars, max_size=5)
 comments = st.lists(st.text(alphabet="abcdefghij #.,-", max_size=30), max_size=3)
 
 
-def containerd_text(version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes):
-    """A config as an operator might write it: comments, other plugins and runtimes, random settings."""
+def split_table(header, values):
+    """``[header]`` with flat ``values``, as text to append after the other tables of a config."""
+    body = tomlkit.document()
+    for key, value in values.items():
+        body[key] = value
+    return "\n[%s]\n%s" % (header, tomlkit.dumps(body))
+
+
+def containerd_text(version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes,
+                    split=()):
+    """A config as an operator might write it: comments, other plugins and runtimes, random settings.
+
+    ``split`` names what is written at the end of the file, after other tables,
+    as install scripts that append to config.toml do: "runtimes" (the other
+    runtimes), "runc_options" (runc's options table).
+    """
     cri = CRI2 if version == 2 else CRI3
     doc = tomlkit.document()
     for note in notes:
         doc.add(tomlkit.comment(note))
     doc["version"] = version
     for key, value in top_level.items():
-        if key not in ("version", "imports", "plugins"):
+        if key not in ("version", "imports", "plugins", "timeouts"):
             doc[key] = value
     plugins = tomlkit.table()
     for name, settings_ in other_plugins.items():
@@ -49,15 +63,28 @@ def containerd_text(version, runc_options, top_level, other_plugins, other_runti
     options = tomlkit.table()
     for key, value in runc_options.items():
         options[key] = value
-    runc["options"] = options
+    if "runc_options" not in split:
+        runc["options"] = options
     runtimes["runc"] = runc
-    for name, settings_ in other_runtimes.items():
-        if name not in ("runc", "nvidia", "crun"):
+    others = dict((name, settings_) for name, settings_ in other_runtimes.items()
+                  if name not in ("runc", "nvidia", "crun"))
+    if "runtimes" not in split:
+        for name, settings_ in others.items():
             runtimes[name] = settings_
     cri_table["containerd"] = {"runtimes": runtimes}
     plugins[cri] = cri_table
     doc["plugins"] = plugins
-    return tomlkit.dumps(doc)
+    text = tomlkit.dumps(doc)
+    if split:
+        # another table in between, so what follows is out of order for sure
+        text += '\n[timeouts]\n"io.containerd.timeout.shim.cleanup" = "5s"\n'
+    prefix = 'plugins."%s".containerd.runtimes' % cri
+    if "runtimes" in split:
+        for name, settings_ in others.items():
+            text += split_table("%s.%s" % (prefix, name), settings_)
+    if "runc_options" in split:
+        text += split_table("%s.runc.options" % prefix, runc_options)
+    return text
 
 
 def strip_nvidia(data, cri):
@@ -83,11 +110,15 @@ def write(path, text):
        top_level=flat_tables, other_plugins=st.dictionaries(keys, flat_tables, max_size=3),
        other_runtimes=st.dictionaries(keys, flat_tables, max_size=2), cri_settings=flat_tables,
        notes=comments, mode=st.sampled_from(["in_place", "drop_in"]),
-       set_as_default=st.booleans(), enable_cdi=st.booleans())
+       set_as_default=st.booleans(), enable_cdi=st.booleans(),
+       split=st.sets(st.sampled_from(["runtimes", "runc_options"])))
 def test_containerd_edit_keeps_unrelated_content_and_is_idempotent(
         version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes, mode,
-        set_as_default, enable_cdi):
-    text = containerd_text(version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes)
+        set_as_default, enable_cdi, split):
+    text = containerd_text(version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes,
+                           split)
+    if "runc_options" in split:  # the generator really splits: runc's options come after another table
+        assert text.index("[timeouts]") < text.index(".runc.options]")
     cri = CRI2 if version == 2 else CRI3
     with tempfile.TemporaryDirectory() as root:
         path = os.path.join(root, "config.toml")

@@ -87,6 +87,23 @@ class TestContainerd:
         assert again["restart_required"] is False
         assert again["files"] == [] and again["diff"] == []
 
+    def test_runtime_table_appended_after_other_tables(self, tmp_path):
+        """containerd config default output with gVisor appended at the end used to crash the module."""
+        path = tmp_path / "etc/containerd/config.toml"
+        path.parent.mkdir(parents=True)
+        original = (FIXTURES / "containerd-1.6-appended-gvisor.toml").read_text()
+        path.write_text(original)
+        args = dict(runtime="containerd", config_path=str(path), set_as_default=True)
+        checked = ok(args, check=True, diff=True)
+        assert checked["changed"] is True and path.read_text() == original
+        result = ok(args, diff=True)
+        assert result["diff"][0]["after"] == checked["diff"][0]["after"] == path.read_text()
+        written = path.read_text()
+        assert written.endswith(original[original.index("# gVisor, appended"):])  # gVisor as it was
+        assert written.count('.containerd.runtimes.nvidia]') == 1
+        assert 'default_runtime_name = "nvidia"' in written
+        assert ok(args)["changed"] is False
+
     def test_check_mode_writes_nothing_and_shows_the_diff(self, tmp_path, containerd_config):
         before = tree(tmp_path)
         result = ok(dict(runtime="containerd", config_path=str(containerd_config), mode="drop_in"),
