@@ -10,6 +10,12 @@ and MIG devices (``ansible_facts.nvidia`` from nvml_facts, or the MIG plan's
 ``mig_k8s_resources``), the MIG strategy of the device plugin, and the sharing
 config (time-slicing or MPS replicas) the node selects. The same numbers feed
 tenant quotas, Kueue nominal quotas and the allocatable check after apply.
+
+A node labelled ``nvidia.com/gpu.deploy.device-plugin: "false"`` (the GPU
+Operator's switch that keeps its device plugin off a node) is a DRA node: the
+NVIDIA DRA driver publishes its GPUs as ResourceSlices, so it advertises no
+``nvidia.com/*`` extended resource. Its GPUs are listed under ``dra_nodes``
+and are in no resource total, quota or flavor.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,6 +32,8 @@ GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 MIG_STRATEGIES = ("none", "single", "mixed")
 SHARING_MODES = ("none", "time-slicing", "mps")
+# The GPU Operator runs its device plugin on a node unless this label is "false".
+DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _RESOURCE_RE = re.compile(r"^nvidia\.com/[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 
@@ -189,17 +197,45 @@ def _base_resources(node, strategy):
     return counts, True
 
 
+def _is_dra(node, name):
+    """Whether the node runs the DRA driver instead of the device plugin.
+
+    ``dra: true`` asks for it; a planned ``nvidia.com/gpu.deploy.device-plugin``
+    label of "false" means it. Asking for DRA while a label turns the device
+    plugin on is a contradiction the GPU Operator would resolve the wrong way.
+    """
+    labels = node.get("labels") or {}
+    if not isinstance(labels, Mapping):
+        raise AnsibleFilterError("node %s: labels must be a mapping of label to value, got %r" % (name, labels))
+    label = labels.get(DEVICE_PLUGIN_LABEL)
+    label = None if label is None else to_text(label).lower()
+    if node.get("dra"):
+        if label not in (None, "false"):
+            raise AnsibleFilterError(
+                "node %s is a DRA node (gpu_nodes_dra) but its labels set %s=%s, which runs the device plugin "
+                "there too; remove that label or set gpu_nodes_dra to false"
+                % (name, DEVICE_PLUGIN_LABEL, labels.get(DEVICE_PLUGIN_LABEL)))
+        return True
+    return label == "false"
+
+
 def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
     """Per node and in total, the GPU resources Kubernetes should advertise.
 
-    ``nodes``: list of ``{name, host, nvidia (nvml facts), mig_k8s_resources, config}``
-    (``config``: the node's ``nvidia.com/device-plugin.config`` label, else
-    ``default_config``). ``sharing``: the output of ``gpu_sharing_configs``.
+    ``nodes``: list of ``{name, host, nvidia (nvml facts), mig_k8s_resources, config,
+    labels, dra}`` (``config``: the node's ``nvidia.com/device-plugin.config`` label,
+    else ``default_config``; ``labels``: the node's planned labels; ``dra``: true for
+    a DRA node). ``sharing``: the output of ``gpu_sharing_configs``.
+
+    A DRA node (``dra`` true, or ``nvidia.com/gpu.deploy.device-plugin: "false"``
+    in ``labels``) has no resources and no device-plugin config; it is listed
+    in ``dra_nodes`` with its GPU count.
     """
     if mig_strategy not in MIG_STRATEGIES:
         raise AnsibleFilterError("unknown MIG strategy %r: use one of %s" % (mig_strategy, ", ".join(MIG_STRATEGIES)))
     sharing = sharing or {}
-    out = {"mig_strategy": mig_strategy, "nodes": {}, "resources": {}, "by_product": {}, "missing_facts": []}
+    out = {"mig_strategy": mig_strategy, "nodes": {}, "resources": {}, "by_product": {}, "missing_facts": [],
+           "dra_nodes": {}}
     for node in nodes or []:
         if not isinstance(node, Mapping) or not node.get("name"):
             raise AnsibleFilterError("each node must be a mapping with a name, got %r" % (node,))
@@ -209,6 +245,18 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
         facts = node.get("nvidia")
         if facts is None and not node.get("mig_k8s_resources"):
             out["missing_facts"].append(to_text(node.get("host") or name))
+        gpus = (facts or {}).get("gpus") or []
+        product = gpu_product_label(gpus[0].get("name")) if gpus else None
+        gpu_count = len(gpus) if gpus else _int((facts or {}).get("gpu_count") or 0, "node %s: gpu_count" % name)
+        if _is_dra(node, name):
+            # No device plugin: neither the MIG strategy nor a sharing config
+            # (a pool's group_vars may still name one) applies here.
+            mig = _mig_profiles(gpus)[2]
+            out["nodes"][name] = {"host": to_text(node.get("host") or name), "product": product, "gpu_count": gpu_count,
+                                  "mig": mig, "config": None, "resources": {}, "dra": True}
+            out["dra_nodes"][name] = {"host": to_text(node.get("host") or name), "product": product,
+                                      "gpu_count": gpu_count, "mig": mig}
+            continue
         base, mig = _base_resources(node, mig_strategy)
         config = to_text(node.get("config") or default_config or "")
         resources = dict(base)
@@ -227,15 +275,14 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
                     continue
                 new = res.get("rename") or (res["name"] + ".shared" if cfg["rename_by_default"] else res["name"])
                 resources[new] = resources.get(new, 0) + count * res["replicas"]
-        gpus = (facts or {}).get("gpus") or []
-        product = gpu_product_label(gpus[0].get("name")) if gpus else None
         out["nodes"][name] = {
             "host": to_text(node.get("host") or name),
             "product": product,
-            "gpu_count": len(gpus) if gpus else int((facts or {}).get("gpu_count") or 0),
+            "gpu_count": gpu_count,
             "mig": mig,
             "config": config or None,
             "resources": resources,
+            "dra": False,
         }
         for res, count in resources.items():
             out["resources"][res] = out["resources"].get(res, 0) + count
@@ -314,26 +361,46 @@ def gpu_tenant_quota(tenant, capacity, default_share=1.0):
     return dict((k, v if isinstance(v, int) and not isinstance(v, bool) else to_text(v)) for k, v in hard.items())
 
 
+def _quantity(value):
+    try:
+        return int(to_text(value))
+    except ValueError:
+        return -1
+
+
 def gpu_allocatable_diff(k8s_nodes, capacity):
-    """Differences between each GPU node's allocatable (Node objects from k8s_info) and the capacity plan."""
+    """Differences between each GPU node's allocatable (Node objects from k8s_info) and the capacity plan.
+
+    A DRA node must advertise no ``nvidia.com/*`` resource (zero is what the
+    kubelet leaves behind once the device plugin is gone): anything else means
+    the device plugin still runs there, next to the DRA driver.
+    """
     actual = {}
     for node in k8s_nodes or []:
         meta = node.get("metadata") or {}
         actual[to_text(meta.get("name"))] = (node.get("status") or {}).get("allocatable") or {}
     problems = []
+    dra_nodes = (capacity or {}).get("dra_nodes") or {}
     for name, plan in sorted(((capacity or {}).get("nodes") or {}).items()):
         expected = plan.get("resources") or {}
-        if not expected:
+        dra = name in dra_nodes or plan.get("dra")
+        if not expected and not dra:
             continue
         if name not in actual:
             problems.append("node %s (host %s) is not in the cluster" % (name, plan.get("host")))
             continue
         have = dict((k, v) for k, v in actual[name].items() if to_text(k).startswith("nvidia.com/"))
+        if dra:
+            advertised = ["%s=%s" % (res, to_text(have[res])) for res in sorted(have) if _quantity(have[res]) != 0]
+            if advertised:
+                problems.append(
+                    "node %s is a DRA node (%s=false, %d GPU(s) through the DRA driver) but advertises %s: "
+                    "the device plugin must not run on a DRA node; check the node's labels and the GPU Operator's "
+                    "device plugin DaemonSet" % (name, DEVICE_PLUGIN_LABEL, plan.get("gpu_count") or 0,
+                                                 ", ".join(advertised)))
+            continue
         for res in sorted(set(expected) | set(have)):
-            try:
-                got = int(to_text(have.get(res, 0)))
-            except ValueError:
-                got = -1
+            got = _quantity(have.get(res, 0))
             want = int(expected.get(res, 0))
             if got != want:
                 problems.append("node %s: allocatable %s is %d, expected %d (%d GPU(s)%s%s)" % (

@@ -26,14 +26,15 @@ def installed_collection(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def render(installed_collection, tmp_path_factory):
-    """``render(name, extra_vars=None, nodes=None, expect_failure=False)`` -> k8s_support.Rendered.
+    """``render(name, extra_vars=None, nodes=None, expect_failure=False, **kw)`` -> k8s_support.Rendered.
 
-    Runs cluster.yml in render mode with the installed collection, in a fresh
-    folder per call. Call it from a module-scoped fixture, once per configuration.
+    Runs cluster.yml (or ``playbook=``, see render_cluster) in render mode with
+    the installed collection, in a fresh folder per call. Call it from a
+    module-scoped fixture, once per configuration.
     """
     from k8s_support import render_cluster
 
-    def _render(name, extra_vars=None, nodes=None, expect_failure=False):
+    def _render(name, extra_vars=None, nodes=None, expect_failure=False, **kw):
         return render_cluster(tmp_path_factory.mktemp(name), extra_vars=extra_vars, nodes=nodes,
-                              expect_failure=expect_failure, collections_path=installed_collection)
+                              expect_failure=expect_failure, collections_path=installed_collection, **kw)
     return _render

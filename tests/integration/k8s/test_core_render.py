@@ -4,6 +4,7 @@ One ansible-playbook run per configuration (module-scoped fixtures), then many
 checks on the rendered files: Kubernetes schemas, upstream CRDs and chart
 values, apply order, and numbers that must follow from the replayed facts.
 """
+import json
 import math
 
 import pytest
@@ -79,7 +80,23 @@ def mig_single_plan(render):
     })
 
 
-CONFIGS = ["time_slicing", "mig_mixed", "mig_single_plan"]
+@pytest.fixture(scope="module")
+def dra_node(render):
+    """gpu-c runs the DRA driver (gpu_nodes_dra), though its pool names a device-plugin config; ts4 by default."""
+    result = render("dra-node", extra_vars={
+        "gpu_sharing_configs": SHARING,
+        "gpu_sharing_default_config": "ts4",
+        "gpu_tenants_list": [{"name": "team-a", "gpu_share": 0.5}],
+    }, nodes={
+        "gpu-a": {"facts": "hgx-h100"},
+        "gpu-b": {"facts": "l40s"},
+        "gpu-c": {"facts": "hgx-h100", "vars": {"gpu_nodes_dra": True, "gpu_nodes_device_plugin_config": "mps2"}},
+    }, playbook="tests/integration/k8s/cluster_capacity.yml")
+    result.capacity = json.loads((result.dir.parent / "capacity.json").read_text())
+    return result
+
+
+CONFIGS = ["time_slicing", "mig_mixed", "mig_single_plan", "dra_node"]
 
 
 @pytest.fixture(params=CONFIGS)
@@ -207,6 +224,29 @@ def test_tenant_quotas_follow_the_fleet_capacity(time_slicing, mig_mixed, mig_si
     h200 = len(load_facts("h200-mig")["gpus"][0]["mig"]["devices"])
     qs = mig_single_plan.one("ResourceQuota", "gpuops-tenant", "serving")["spec"]["hard"]
     assert qs == {"pods": "500", "requests.nvidia.com/gpu": str(math.floor((56 + h200) * 0.25))}
+
+
+def test_dra_node_is_labelled_and_left_out_of_quotas(dra_node):
+    labels = dra_node.one("Node", "gpu-c")["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.deploy.device-plugin"] == "false"
+    assert "nvidia.com/device-plugin.config" not in labels
+    assert labels["platform.gpuops.io/gpu.count"] == str(gpus("hgx-h100"))
+    # The device-plugin nodes keep the plugin and the default config.
+    for name in ("gpu-a", "gpu-b"):
+        other = dra_node.one("Node", name)["metadata"]["labels"]
+        assert "nvidia.com/gpu.deploy.device-plugin" not in other and other["nvidia.com/device-plugin.config"] == "ts4"
+    # Fleet: gpu-a and gpu-b only, x 4 time-slicing replicas.
+    fleet = (gpus("hgx-h100") + gpus("l40s")) * 4
+    assert dra_node.capacity["resources"] == {"nvidia.com/gpu": fleet}
+    assert dra_node.capacity["dra_nodes"] == {"gpu-c": {"host": "gpu-c", "product": "NVIDIA-H100-80GB-HBM3",
+                                                         "gpu_count": gpus("hgx-h100"), "mig": False}}
+    assert dra_node.capacity["nodes"]["gpu-c"]["resources"] == {}
+    quota = dra_node.one("ResourceQuota", "gpuops-tenant", "team-a")["spec"]["hard"]
+    assert quota["requests.nvidia.com/gpu"] == str(math.floor(fleet * 0.5))
+    (cq,) = dra_node.find("ClusterQueue")
+    gpu_quotas = {f["name"]: r["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]
+                  for r in f["resources"] if r["name"] == "nvidia.com/gpu"}
+    assert gpu_quotas == {"nvidia-h100-80gb-hbm3": str(gpus("hgx-h100") * 4), "nvidia-l40s": str(gpus("l40s") * 4)}
 
 
 def test_tenant_namespace_access_and_network(time_slicing):

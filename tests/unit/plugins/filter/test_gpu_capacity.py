@@ -233,3 +233,83 @@ def test_mig_plan_in_the_mig_roles_form():
           "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 14}}}
     single = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=ok)], mig_strategy="single")
     assert single["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 14} and single["nodes"]["m"]["mig"] is True
+
+
+# DRA nodes: labelled nvidia.com/gpu.deploy.device-plugin=false, the GPU
+# Operator runs no device plugin there and the DRA driver publishes the GPUs.
+DRA_LABEL = {"nvidia.com/gpu.deploy.device-plugin": "false"}
+
+
+def dra_fleet(**kw):
+    """One DRA H100 node and two device-plugin nodes (H100 and L40S), all selecting ts4 by default."""
+    cfgs = sharing({"name": "ts4", "mode": "time-slicing", "replicas": 4})
+    return f.gpu_capacity([node("dra", "hgx-h100", labels=dict(DRA_LABEL, pool="dra")),
+                           node("a", "hgx-h100"), node("b", "l40s")],
+                          sharing=cfgs, default_config="ts4", **kw)
+
+
+def test_dra_node_advertises_nothing_and_is_listed_apart():
+    cap = dra_fleet()
+    assert cap["nodes"]["dra"] == {"host": "dra", "product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "mig": False,
+                                   "config": None, "resources": {}, "dra": True}
+    assert cap["dra_nodes"] == {"dra": {"host": "dra", "product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "mig": False}}
+    # Only the device-plugin nodes count: (8 + 1) GPUs x 4 replicas.
+    assert cap["resources"] == {"nvidia.com/gpu": 36}
+    assert cap["by_product"] == {"NVIDIA-H100-80GB-HBM3": {"nvidia.com/gpu": 32}, "NVIDIA-L40S": {"nvidia.com/gpu": 4}}
+    assert cap["nodes"]["a"]["dra"] is False and cap["nodes"]["a"]["config"] == "ts4"
+
+
+def test_dra_host_switch_equals_the_label_and_conflicts_are_refused():
+    by_flag = f.gpu_capacity([node("dra", "hgx-h100", dra=True), node("a", "hgx-h100")])
+    by_label = f.gpu_capacity([node("dra", "hgx-h100", labels=DRA_LABEL), node("a", "hgx-h100")])
+    assert by_flag == by_label
+    assert list(by_flag["dra_nodes"]) == ["dra"] and by_flag["resources"] == {"nvidia.com/gpu": 8}
+    # Any other value of the label keeps the device plugin.
+    plain = f.gpu_capacity([node("a", "hgx-h100", labels={"nvidia.com/gpu.deploy.device-plugin": "true"})])
+    assert plain["dra_nodes"] == {} and plain["resources"] == {"nvidia.com/gpu": 8}
+    with pytest.raises(AnsibleFilterError, match="node dra is a DRA node .gpu_nodes_dra. but its labels set "
+                                                 "nvidia.com/gpu.deploy.device-plugin=true"):
+        f.gpu_capacity([node("dra", "hgx-h100", dra=True, labels={"nvidia.com/gpu.deploy.device-plugin": "true"})])
+    with pytest.raises(AnsibleFilterError, match="node dra: labels must be a mapping"):
+        f.gpu_capacity([node("dra", "hgx-h100", labels=["nvidia.com/gpu.deploy.device-plugin=false"])])
+
+
+def test_dra_node_is_free_of_the_device_plugin_mig_rules():
+    # Two MIG profiles would be refused under the single strategy with the device plugin.
+    with pytest.raises(AnsibleFilterError, match="single MIG strategy needs every GPU MIG-enabled with one profile"):
+        f.gpu_capacity([node("m", "h100-mig-mixed")], mig_strategy="single")
+    cap = f.gpu_capacity([node("m", "h100-mig-mixed", labels=DRA_LABEL)], mig_strategy="single")
+    assert cap["dra_nodes"]["m"]["mig"] is True and cap["resources"] == {}
+
+
+def test_tenant_quota_leaves_dra_gpus_out():
+    cap = dra_fleet()
+    assert f.gpu_tenant_quota({"name": "t", "gpu_share": 0.5}, cap) == {"requests.nvidia.com/gpu": 18}
+    # 8 DRA GPUs x 4 would make 68; the device-plugin fleet has 36.
+    with pytest.raises(AnsibleFilterError, match="requests.nvidia.com/gpu=37 but the fleet has 36"):
+        f.gpu_tenant_quota({"name": "t", "quota": {"requests.nvidia.com/gpu": 37}}, cap)
+
+
+def test_allocatable_diff_expects_nothing_from_the_device_plugin_on_dra_nodes():
+    cap = dra_fleet()
+    k8s = [{"metadata": {"name": "dra"}, "status": {"allocatable": {"cpu": "96", "memory": "2Ti"}}},
+           {"metadata": {"name": "a"}, "status": {"allocatable": {"nvidia.com/gpu": "32"}}},
+           {"metadata": {"name": "b"}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}}]
+    assert f.gpu_allocatable_diff(k8s, cap) == []
+    # Zero is what the kubelet keeps once the device plugin has gone.
+    k8s[0]["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    assert f.gpu_allocatable_diff(k8s, cap) == []
+    # The device plugin still runs on the DRA node.
+    k8s[0]["status"]["allocatable"]["nvidia.com/gpu"] = "8"
+    assert f.gpu_allocatable_diff(k8s, cap) == [
+        "node dra is a DRA node (nvidia.com/gpu.deploy.device-plugin=false, 8 GPU(s) through the DRA driver) but "
+        "advertises nvidia.com/gpu=8: the device plugin must not run on a DRA node; check the node's labels and "
+        "the GPU Operator's device plugin DaemonSet"]
+    # The other way: a device-plugin node that advertises nothing is still reported, a missing DRA node too.
+    k8s[0]["status"]["allocatable"].pop("nvidia.com/gpu")
+    k8s[2]["status"]["allocatable"] = {}
+    assert f.gpu_allocatable_diff(k8s, cap) == [
+        "node b: allocatable nvidia.com/gpu is 0, expected 4 (1 GPU(s), device-plugin config ts4)"]
+    assert f.gpu_allocatable_diff(k8s[1:], cap) == [
+        "node b: allocatable nvidia.com/gpu is 0, expected 4 (1 GPU(s), device-plugin config ts4)",
+        "node dra (host dra) is not in the cluster"]
