@@ -16,7 +16,9 @@ stage_lint() { ansible-lint --profile production --offline; }
 stage_changelog() { antsibull-changelog lint; }
 stage_sanity() { bash scripts/sanity.sh; }
 stage_units() { python -m pytest -q -p no:cacheprovider -n 2 tests/unit; }
-stage_integration() { python -m pytest -q -p no:cacheprovider tests/integration; }
+# One worker per core; --dist loadfile keeps each file (and its module-scoped
+# renders) on one worker.
+stage_integration() { python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/integration; }
 stage_compat() { bash scripts/compat.sh; }
 stage_molecule() { bash scripts/molecule.sh; }
 
