@@ -238,8 +238,8 @@ def test_dra_node_is_labelled_and_left_out_of_quotas(dra_node):
     # Fleet: gpu-a and gpu-b only, x 4 time-slicing replicas.
     fleet = (gpus("hgx-h100") + gpus("l40s")) * 4
     assert dra_node.capacity["resources"] == {"nvidia.com/gpu": fleet}
-    assert dra_node.capacity["dra_nodes"] == {"gpu-c": {"host": "gpu-c", "product": "NVIDIA-H100-80GB-HBM3",
-                                                         "gpu_count": gpus("hgx-h100"), "mig": False}}
+    assert dra_node.capacity["dra_nodes"] == {
+        "gpu-c": {"host": "gpu-c", "product": "NVIDIA-H100-80GB-HBM3", "gpu_count": gpus("hgx-h100"), "mig": False}}
     assert dra_node.capacity["nodes"]["gpu-c"]["resources"] == {}
     quota = dra_node.one("ResourceQuota", "gpuops-tenant", "team-a")["spec"]["hard"]
     assert quota["requests.nvidia.com/gpu"] == str(math.floor(fleet * 0.5))
