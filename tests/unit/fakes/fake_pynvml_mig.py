@@ -126,6 +126,18 @@ class FakeMigNvml(FakeNvml):
             gpu.mig.current_mode = gpu.mig.pending_mode
             gpu.mig.gpu_instances.clear()
 
+    def reset_callable(self):
+        """The ``reset(index, gpu_plan)`` that mig_apply takes, run against this fake:
+        a refused reset becomes ResetBlocked, as nvidia-smi's failure does on a node."""
+        from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply
+
+        def reset(index, _gpu_plan):
+            try:
+                self.reset_gpu(index)
+            except _real.NVMLError as exc:
+                raise mig_apply.ResetBlocked(mig_apply.error_text(exc))
+        return reset
+
     # -- GPU instances -------------------------------------------------------
 
     @nvml_api

@@ -26,15 +26,6 @@ def setup(node, **kwargs):
     return nvml, mig, families
 
 
-def fake_reset(nvml):
-    def reset(index, _gpu_plan):
-        try:
-            nvml.reset_gpu(index)
-        except pynvml.NVMLError as exc:
-            raise A.ResetBlocked(A.error_text(exc))
-    return reset
-
-
 def plan_and_apply(nvml, mig, families, config, allow_reset=True, clients_stopped=True):
     facts = mig.facts()
     rules = dict((g["index"], families.get(g["index"]) or PL.table_rules(g)) for g in facts["gpus"])
@@ -43,7 +34,7 @@ def plan_and_apply(nvml, mig, families, config, allow_reset=True, clients_stoppe
     done, reasons = [], []
     for gp in result["gpus"]:
         actions, reason = mig.apply_gpu(gp["index"], gp, rules[gp["index"]], allow_reset, clients_stopped,
-                                        fake_reset(nvml))
+                                        nvml.reset_callable())
         done.extend(actions)
         if reason:
             reasons.append(reason)

@@ -1,7 +1,6 @@
 """The nvidia_mig module: offline planning from recorded facts, live check mode, apply, errors."""
 import json
 
-import pynvml
 import pytest
 
 from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply
@@ -39,14 +38,7 @@ def live(monkeypatch):
         monkeypatch.setattr(nvidia_mig, "pynvml", fake)
         monkeypatch.setattr(nvidia_mig, "HAS_PYNVML", True)
 
-        def reset_factory(_module):
-            def reset(index, _gpu_plan):
-                try:
-                    fake.reset_gpu(index)
-                except pynvml.NVMLError as exc:
-                    raise mig_apply.ResetBlocked(mig_apply.error_text(exc))
-            return reset
-        monkeypatch.setattr(nvidia_mig, "nvidia_smi_reset", reset_factory)
+        monkeypatch.setattr(nvidia_mig, "nvidia_smi_reset", lambda _module: fake.reset_callable())
         return fake
     return install
 
