@@ -7,9 +7,8 @@ role-prefixed name that a survey can set through extra vars.
 import json
 import shutil
 
+import ansible_runner
 import pytest
-
-ansible_runner = pytest.importorskip("ansible_runner")
 
 
 @pytest.fixture(scope="module")
