@@ -20,6 +20,17 @@ def test_role_has_docs_and_argument_specs(role):
 
 
 @pytest.mark.parametrize("role", ROLES)
+def test_role_has_galaxy_metadata(role):
+    """Galaxy's importer reads each role's description from meta/main.yml."""
+    meta = _load(ROOT / "roles" / role / "meta" / "main.yml")
+    assert meta, "%s has no meta/main.yml" % role
+    info = meta["galaxy_info"]
+    assert info["description"] and info["license"] == "Apache-2.0", role
+    assert info["min_ansible_version"] == "2.17" and info["platforms"], role
+    assert meta.get("dependencies") == [], role
+
+
+@pytest.mark.parametrize("role", ROLES)
 def test_role_variables_are_prefixed_and_specified(role):
     base = ROOT / "roles" / role
     defaults = _load(base / "defaults" / "main.yml") or {}
