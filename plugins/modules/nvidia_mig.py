@@ -227,11 +227,12 @@ except ImportError:  # pragma: no cover - depends on the node
     HAS_YAML = False
 
 
-def _read_document(module, path, what):
-    if not os.path.isfile(path):
-        module.fail_json(msg="%s %s does not exist" % (what, path))
-    with open(path) as handle:
-        text = handle.read()
+def _read_document(module, path, option):
+    """The JSON or YAML document in ``path``; fails naming ``option`` and the problem."""
+    try:
+        text = nvml_utils.read_text_file(path, option)
+    except nvml_utils.ReplayError as exc:
+        module.fail_json(msg="%s; nothing was changed" % exc)
     try:
         return json.loads(text)
     except ValueError:
@@ -241,16 +242,16 @@ def _read_document(module, path, what):
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        module.fail_json(msg="%s %s is neither JSON nor YAML: %s" % (what, path, exc))
+        module.fail_json(msg="%s %s is neither JSON nor YAML: %s; nothing was changed" % (option, path, exc))
+    except (ValueError, TypeError, RecursionError) as exc:
+        module.fail_json(msg="%s %s cannot be read as YAML: %s; nothing was changed" % (option, path, exc))
 
 
-def _unwrap_facts(data):
-    """Accept the nvidia facts, a module result, or a saved ansible_facts mapping."""
-    if isinstance(data, dict) and "ansible_facts" in data:
-        data = data["ansible_facts"]
-    if isinstance(data, dict) and isinstance(data.get("nvidia"), dict):
-        data = data["nvidia"]
-    return data
+def _check_config_name(module, name):
+    # printed in messages and plans; a control character would forge output lines
+    if not name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        module.fail_json(msg="config_name %r must be a non-empty name without control characters "
+                             "(a key of mig-configs); nothing was changed" % (name,))
 
 
 def nvidia_smi_reset(module):
@@ -279,8 +280,14 @@ def _fail_invalid(module, result):
                      **dict((k, v) for k, v in _result(result, False).items() if k != "changed"))
 
 
+def _warn(module, result):
+    for warning in result.get("warnings") or []:
+        module.warn(warning)
+
+
 def run_offline(module, facts, entries):
     result = mig_plan.plan(facts, entries, module.params["config_name"], offline=True)
+    _warn(module, result)
     if not result["valid"]:
         _fail_invalid(module, result)
     if result["changed"] and not module.check_mode:
@@ -310,6 +317,7 @@ def run_live(module, entries, nvml, reset):
             return families.get(gpu["index"])
 
         result = mig_plan.plan(facts, entries, name, rules_for=rules_for, offline=False)
+        _warn(module, result)
         if not result["valid"]:
             _fail_invalid(module, result)
         if module.check_mode or not result["changed"]:
@@ -362,25 +370,25 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    _check_config_name(module, params["config_name"])
     document = params["config"]
     if params["config_file"]:
-        document = _read_document(module, params["config_file"], "MIG config file")
+        document = _read_document(module, params["config_file"], "config_file")
     try:
         entries = mig_config.select(mig_config.parse(document), params["config_name"])
     except mig_config.MigConfigError as exc:
-        module.fail_json(msg="invalid MIG config (%d problem(s)); nothing was changed: %s"
-                         % (len(exc.problems), "; ".join(exc.problems)), errors=exc.problems)
+        module.fail_json(msg="invalid MIG config '%s' (%d problem(s)); nothing was changed: %s"
+                         % (params["config_name"], len(exc.problems), "; ".join(exc.problems)), errors=exc.problems)
 
     facts = params["facts"]
-    if params["facts_file"]:
-        try:
-            facts = nvml_utils.load_replay(params["facts_file"])
-        except nvml_utils.ReplayError as exc:
-            module.fail_json(msg=str(exc))
+    try:
+        if params["facts_file"]:
+            facts = nvml_utils.load_replay(params["facts_file"], "facts_file")
+        elif facts is not None:
+            facts = nvml_utils.validate_replay(facts, "facts")
+    except nvml_utils.ReplayError as exc:
+        module.fail_json(msg="%s; nothing was changed" % exc)
     if facts is not None:
-        facts = _unwrap_facts(facts)
-        if not isinstance(facts, dict) or "gpus" not in facts:
-            module.fail_json(msg="replayed facts must be nvml_facts output (a mapping with 'gpus')")
         run_offline(module, facts, entries)
     if not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib("nvidia-ml-py"), exception=str(PYNVML_IMPORT_ERROR))

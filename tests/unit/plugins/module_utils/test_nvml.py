@@ -523,7 +523,7 @@ def test_replay_accepts_the_whole_module_result(tmp_path, fixtures_dir):
     ("{not json", "is not JSON"),
     ('{"ansible_facts": {"other": 1}}', "not a recorded nvml_facts result"),
     ('[1, 2]', "not a recorded nvml_facts result"),
-    ('{"present": true, "gpu_count": 2, "gpus": []}', "gpu_count does not match"),
+    ('{"present": true, "gpu_count": 2, "gpus": []}', r"gpu_count \(2\) does not match the gpus list \(0\)"),
 ])
 def test_bad_replay_file_fails_clearly(tmp_path, content, message):
     path = tmp_path / "bad.json"

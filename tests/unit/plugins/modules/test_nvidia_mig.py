@@ -88,10 +88,22 @@ def test_invalid_layout_fails_with_every_problem(fixtures_dir):
     assert "nothing was changed" in result["msg"]
 
 
-def test_mig_on_l40s_is_refused(fixtures_dir):
+def test_mig_on_l40s_is_skipped_with_a_note_for_devices_all(fixtures_dir):
+    # mig-parted skips a GPU without MIG that "devices: all" selects
     result = run({"config": ALL_1G, "config_name": "mixed",
+                  "facts_file": str(fixtures_dir / "nvml" / "l40s.json")}, check=True)
+    assert result["changed"] is False and result["plan"]["valid"] is True
+    assert result["plan"]["notes"] == ["config 'mixed' entry 1, GPU 0 (NVIDIA L40S, unknown MIG family): "
+                                       "skipped, the GPU does not support MIG"]
+    assert result["plan"]["gpus"][0]["after"]["mig"] is None
+
+
+def test_mig_on_l40s_by_index_is_refused(fixtures_dir):
+    document = {"version": "v1", "mig-configs": {
+        "x": [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}]}}
+    result = run({"config": document, "config_name": "x",
                   "facts_file": str(fixtures_dir / "nvml" / "l40s.json")}, check=True, expect=FailJson)
-    assert "MIG is not supported on this GPU" in result["errors"][0]
+    assert "MIG is not supported on this GPU, but the entry enables it for GPU index 0" in result["errors"][0]
 
 
 def test_no_gpu_fixture_is_an_error(fixtures_dir):
@@ -112,7 +124,8 @@ def test_bad_config_and_bad_files(tmp_path, fixtures_dir):
     result = run({"config": ALL_1G, "config_name": "off", "facts_file": str(broken)}, expect=FailJson)
     assert "not a recorded nvml_facts result" in result["msg"]
     result = run({"config_file": str(tmp_path / "missing.yaml"), "config_name": "off"}, expect=FailJson)
-    assert result["msg"] == "MIG config file %s does not exist" % (tmp_path / "missing.yaml")
+    assert result["msg"] == ("cannot read config_file %s: it does not exist; nothing was changed"
+                             % (tmp_path / "missing.yaml"))
 
 
 def test_config_file_in_mig_parted_yaml(tmp_path, fixtures_dir):
