@@ -175,6 +175,10 @@ def parse(document):
         raise MigConfigError(problems)
     parsed = ParsedConfigs()
     for name, entries in configs.items():
+        if not isinstance(name, str):
+            parsed.invalid[str(name)] = ["config name %r is not a string: YAML reads off, on, yes and no as "
+                                         "booleans; quote the name" % (name,)]
+            continue
         try:
             parsed[str(name)] = parse_config(name, entries)
         except MigConfigError as exc:
@@ -188,6 +192,8 @@ def select(configs, name):
     if name in invalid:
         raise MigConfigError(invalid[name])
     if name not in configs:
+        # a name YAML read as a boolean or number is why a config seems to be missing
+        hints = [p for problems in invalid.values() for p in problems if "is not a string" in p]
         raise MigConfigError(["config '%s' is not in mig-configs (available: %s)"
-                              % (name, ", ".join(sorted(set(configs) | set(invalid))) or "none")])
+                              % (name, ", ".join(sorted(set(configs) | set(invalid))) or "none")] + hints)
     return configs[name]

@@ -738,7 +738,7 @@ def read_text_file(path, what, limit=MAX_REPLAY_BYTES):
             raise ReplayError("%s %s is not a regular file" % (what, path))
         size = os.path.getsize(path)
         if size > limit:
-            raise ReplayError("%s %s is %d bytes, more than the %d a recorded facts file can be"
+            raise ReplayError("%s %s is %d bytes, more than the %d this module reads"
                               % (what, path, size, limit))
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)
