@@ -246,3 +246,37 @@ def test_reset_refusal_and_missing_tool_raise_reset_blocked():
     with pytest.raises(mig_apply.ResetBlocked) as err:
         nvidia_mig.nvidia_smi_reset(FakeModule(None, 0))(0, {})
     assert str(err.value) == "nvidia-smi is not installed"
+
+
+# -- live, profiles with attributes (+gfx, -me, +me.all) -------------------------------
+
+RTX_PRO = {"version": "v1", "mig-configs": {
+    "all-1g.24gb.gfx": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb+gfx": 4}}],
+    "mixed-attrs": [{"devices": "all", "mig-enabled": True,
+                     "mig-devices": {"2g.48gb+me.all": 1, "1g.24gb-me": 2}}],
+    "two-me-all": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb+me.all": 2}}],
+}}
+
+
+def test_live_rules_read_attribute_profiles_from_nvml(live):
+    live(nvml_nodes.rtx_pro_6000_mig())
+    result = run({"config": RTX_PRO, "config_name": "mixed-attrs"}, check=True)
+    gpu0 = result["plan"]["gpus"][0]
+    assert gpu0["rules"] == "nvml" and gpu0["family"] == "RTX PRO 6000 Blackwell 96GB"
+    assert gpu0["create"] == [{"profile": "2g.48gb+me.all", "start": 0, "size": 2},
+                              {"profile": "1g.24gb-me", "start": 2, "size": 1},
+                              {"profile": "1g.24gb-me", "start": 3, "size": 1}]
+    result = run({"config": RTX_PRO, "config_name": "two-me-all"}, check=True, expect=FailJson)
+    assert result["errors"] == ["config 'two-me-all' entry 1, GPU 0 (NVIDIA RTX PRO 6000 Blackwell Server Edition, "
+                                "RTX PRO 6000 Blackwell 96GB): 1g.24gb+me.all x2 exceeds the 1 allowed on "
+                                "RTX PRO 6000 Blackwell 96GB"]
+
+
+def test_live_apply_creates_gfx_instances_with_their_own_profile_id(live):
+    fake = live(nvml_nodes.rtx_pro_6000_mig())
+    result = run({"config": RTX_PRO, "config_name": "all-1g.24gb.gfx", "clients_stopped": True})
+    assert result["changed"] is True
+    created = [entry for entry in fake.log if entry[0] == "create_gi"]
+    assert [(name, start) for _op, _gpu, _gi, name, start in created] == [("MIG 1g.24gb+gfx", s) for s in range(4)]
+    again = run({"config": RTX_PRO, "config_name": "all-1g.24gb.gfx", "clients_stopped": True})
+    assert again["changed"] is False
