@@ -22,8 +22,11 @@ description:
     profile and reason. Nothing is changed when anything is invalid.
   - On a live node the rules come from NVML (profile info and possible placements of each GPU); with
     replayed O(facts) or O(facts_file) they come from a table of NVIDIA's MIG user guide, so a fleet can
-    be validated and planned offline. A GPU whose PCI device id is not in the table cannot be validated
-    offline, and the module says so.
+    be validated and planned offline. The table holds every GPU that NVIDIA's shipped mig-parted configs
+    name (the collection's C(docs/mig-gpus.md) lists them). A GPU whose PCI device id is not in the table
+    cannot be validated offline, and the module says so.
+  - Each named config is parsed on its own, as mig-parted's configs are written to be used: a broken entry
+    in one config of a file is reported only when that config is applied.
   - The plan gives, per GPU, the mode change (and whether it needs a GPU reset), the instances to destroy
     and the instances to create with their placements, and the Kubernetes resources the layout exposes
     under the device plugin's C(single) and C(mixed) MIG strategies.
@@ -45,24 +48,29 @@ options:
     type: dict
   config_file:
     description:
-      - Path on the node to a mig-parted document in YAML or JSON.
+      - Path on the node to a mig-parted document in YAML or JSON, UTF-8, at most 16 MiB.
+      - A symlink is read through; a directory, a missing file or a file that is not UTF-8 fails with a
+        message naming this option.
       - Mutually exclusive with O(config).
     type: path
   config_name:
     description:
       - The name under C(mig-configs) to apply.
+      - A name with a control character is refused. Quote names that YAML reads as booleans (C(off), C(on)).
     type: str
     required: true
   facts:
     description:
       - Replayed C(gpuops.platform.nvml_facts) output (the C(nvidia) facts, or a result that holds
         C(ansible_facts.nvidia)) to validate and plan against instead of the live GPUs.
+      - Its shape is checked first (per GPU the types of C(index), C(pci), C(mig) and its devices,
+        C(name), C(memory), ...); one message lists every problem.
       - With replayed facts the module only plans; a run that would change something must be in check mode.
       - Mutually exclusive with O(facts_file).
     type: dict
   facts_file:
     description:
-      - Path on the node to a JSON file with replayed C(nvml_facts) output, as O(facts).
+      - Path on the node to a JSON file with replayed C(nvml_facts) output, as O(facts), UTF-8, at most 16 MiB.
       - Mutually exclusive with O(facts).
     type: path
   allow_reset:
@@ -94,6 +102,11 @@ attributes:
 notes:
   - Entries may select GPUs by index (C(devices)) and by PCI device id (C(device-filter)); a GPU selected
     by no entry is left as it is, and a GPU selected by two entries is an error.
+  - As mig-parted does, a GPU without MIG is skipped (with a note in RV(plan.notes)) when C(devices) is
+    C(all) or the entry disables MIG; an entry that enables MIG on it by index is an error. An entry that
+    selects no GPU is noted in RV(plan.notes); a config that selects no GPU at all is also a warning.
+  - Profile names follow mig-parted, with the attributes C(+me), C(+me.all), C(-me) and C(+gfx)
+    (for example C(1g.24gb+gfx)); at most one C(+me) or C(+me.all) instance fits on a GPU.
   - Compute instance sub-profiles (for example C(1c.3g.40gb)) are not managed; every GPU instance gets one
     compute instance of its full size, as mig-parted does.
 seealso:
@@ -156,6 +169,12 @@ plan:
       elements: str
     warnings:
       description: Findings that do not stop the run, for example an entry selecting a GPU index the node lacks.
+      type: list
+      elements: str
+    notes:
+      description:
+        - What was passed over, as mig-parted passes over it, for example a GPU without MIG selected by
+          C(devices) C(all), or an entry whose C(device-filter) matches no GPU on the node.
       type: list
       elements: str
     gpus:
