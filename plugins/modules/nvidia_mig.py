@@ -25,7 +25,7 @@ description:
     be validated and planned offline. The table holds every GPU that NVIDIA's shipped mig-parted configs
     name (the collection's C(docs/mig-gpus.md) lists them). A GPU whose PCI device id is not in the table
     cannot be validated offline, and the module says so.
-  - Each named config is parsed on its own, as mig-parted's configs are written to be used: a broken entry
+  - Each named config is parsed on its own, as mig-parted's configs are written to be used; a broken entry
     in one config of a file is reported only when that config is applied.
   - The plan gives, per GPU, the mode change (and whether it needs a GPU reset), the instances to destroy
     and the instances to create with their placements, and the Kubernetes resources the layout exposes
@@ -222,7 +222,6 @@ actions:
 """
 
 import json
-import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 

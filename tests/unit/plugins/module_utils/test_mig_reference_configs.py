@@ -161,7 +161,7 @@ def _outcome_mismatches(document, node_facts, file_name):
             valid, problems = expected(facts, raw)
             got = result["errors"]
             ok = result["valid"] == valid and len(got) == len(problems) and all(
-                any(part in error and (index is None or "GPU %d (" % index in error) for error in got)
+                any(part in error and (index is None or "GPU %s (" % index in error) for error in got)
                 for index, part in problems)
             if not ok:
                 mismatches.append("%s %s on %s: expected %s, got %s" % (file_name, config_name, node_name,
