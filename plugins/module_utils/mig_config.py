@@ -15,7 +15,12 @@ Existing mig-parted files work unchanged::
           mig-enabled: true
           mig-devices: {"1g.10gb": 7}
 
-Every problem is collected, so one run reports all of them.
+Every problem is collected, so one run reports all of them. Each named config is
+parsed on its own, as the config being applied is what matters: a broken entry in
+one config does not stop another config of the same file from being used. The
+rules follow mig-parted (api/spec/v1): ``devices`` is ``all`` or a list of GPU
+indices, ``device-filter`` one PCI device id or a list of them, and
+``mig-enabled: false`` may carry an empty ``mig-devices``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,6 +28,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+
+from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles
 
 TOP_KEYS = ("version", "mig-configs")
 ENTRY_KEYS = ("devices", "device-filter", "mig-enabled", "mig-devices")
@@ -35,6 +42,14 @@ class MigConfigError(Exception):
     def __init__(self, problems):
         self.problems = list(problems)
         super(MigConfigError, self).__init__("; ".join(self.problems))
+
+
+class ParsedConfigs(dict):
+    """{name: [Entry]} of the configs that parsed; ``invalid`` holds {name: problems} of the rest."""
+
+    def __init__(self, valid=None, invalid=None):
+        super(ParsedConfigs, self).__init__(valid or {})
+        self.invalid = dict(invalid or {})
 
 
 class Entry(object):
@@ -81,8 +96,8 @@ def _parse_entry(config_name, position, raw, problems):
     if devices is None:
         problems.append("%s: 'devices' is required ('all' or a list of GPU indices)" % where)
     elif devices != "all":
-        if not isinstance(devices, list) or not devices or not all(_is_int(d) and d >= 0 for d in devices):
-            problems.append("%s: 'devices' must be 'all' or a non-empty list of GPU indices, got %r" % (where, devices))
+        if not isinstance(devices, list) or not all(_is_int(d) and d >= 0 for d in devices):
+            problems.append("%s: 'devices' must be 'all' or a list of GPU indices, got %r" % (where, devices))
         else:
             devices = sorted(set(devices))
 
@@ -102,53 +117,83 @@ def _parse_entry(config_name, position, raw, problems):
         problems.append("%s: 'mig-enabled' is required and must be true or false, got %r" % (where, enabled))
 
     mig_devices = {}
-    if enabled is True:
-        raw_devices = raw.get("mig-devices")
-        if not isinstance(raw_devices, dict):
-            problems.append("%s: 'mig-devices' (profile: count) is required when mig-enabled is true" % where)
-        else:
-            for profile, count in raw_devices.items():
-                if not isinstance(profile, str) or not profile:
-                    problems.append("%s: profile name %r must be a string such as 1g.10gb" % (where, profile))
-                elif not _is_int(count) or count < 0:
-                    problems.append("%s: %s count must be a whole number >= 0, got %r" % (where, profile, count))
-                elif count:
-                    mig_devices[profile] = count
-    elif enabled is False and "mig-devices" in raw:
-        problems.append("%s: 'mig-devices' is not allowed when mig-enabled is false" % where)
+    raw_devices = raw.get("mig-devices")
+    if enabled is True and not isinstance(raw_devices, dict):
+        problems.append("%s: 'mig-devices' (profile: count) is required when mig-enabled is true" % where)
+    elif enabled is False and raw_devices not in (None, {}):
+        # mig-parted accepts an empty mapping here, and nothing else
+        problems.append("%s: 'mig-devices' must be empty or left out when mig-enabled is false, got %r"
+                        % (where, raw_devices))
+    elif isinstance(raw_devices, dict):
+        for profile, count in raw_devices.items():
+            try:
+                mig_profiles.parse_profile_name(profile)
+            except ValueError as exc:
+                problems.append("%s: %s" % (where, exc))
+                continue
+            if not _is_int(count) or count < 0:
+                problems.append("%s: %s count must be a whole number >= 0, got %r" % (where, profile, count))
+            elif count:
+                mig_devices[profile] = count
 
     if len(problems) > start:
         return None
     return Entry(position, devices, device_filter, enabled, mig_devices)
 
 
-def parse(document):
-    """Parse a whole mig-parted document. Returns {name: [Entry]}; raises MigConfigError."""
+def parse_config(name, entries):
+    """The entries of one named config; raises MigConfigError with every problem in it."""
     problems = []
-    if not isinstance(document, dict):
-        raise MigConfigError(["the MIG config must be a mapping with 'version' and 'mig-configs'"])
-    for key in sorted(set(document) - set(TOP_KEYS)):
-        problems.append("unknown top-level key '%s' (allowed: %s)" % (key, ", ".join(TOP_KEYS)))
-    if document.get("version") != "v1":
-        problems.append("'version' must be v1, got %r" % (document.get("version"),))
-    configs = document.get("mig-configs")
-    parsed = {}
-    if not isinstance(configs, dict) or not configs:
-        problems.append("'mig-configs' must map config names to lists of entries")
-        configs = {}
-    for name, entries in configs.items():
-        if not isinstance(entries, list) or not entries:
-            problems.append("config '%s': must be a non-empty list of entries" % name)
-            continue
-        parsed[name] = [_parse_entry(name, i, raw, problems) for i, raw in enumerate(entries, 1)]
+    if not isinstance(entries, list) or not entries:
+        raise MigConfigError(["config '%s': must be a non-empty list of entries" % name])
+    parsed = [_parse_entry(name, i, raw, problems) for i, raw in enumerate(entries, 1)]
     if problems:
         raise MigConfigError(problems)
     return parsed
 
 
+def parse(document):
+    """Parse a whole mig-parted document into ParsedConfigs ({name: [Entry]}).
+
+    Raises MigConfigError only for problems of the document itself (version, keys,
+    mig-configs); a config with a bad entry is kept in ``invalid`` and reported by
+    :func:`select` when it is the one applied.
+    """
+    problems = []
+    if not isinstance(document, dict):
+        raise MigConfigError(["the MIG config must be a mapping with 'version' and 'mig-configs', got %s"
+                              % type(document).__name__])
+    for key in sorted(set(document) - set(TOP_KEYS), key=str):
+        problems.append("unknown top-level key '%s' (allowed: %s)" % (key, ", ".join(TOP_KEYS)))
+    if document.get("version") != "v1":
+        problems.append("'version' must be v1, got %r" % (document.get("version"),))
+    configs = document.get("mig-configs")
+    if not isinstance(configs, dict) or not configs:
+        problems.append("'mig-configs' must map config names to lists of entries")
+        configs = {}
+    if problems:
+        raise MigConfigError(problems)
+    parsed = ParsedConfigs()
+    for name, entries in configs.items():
+        if not isinstance(name, str):
+            parsed.invalid[str(name)] = ["config name %r is not a string: YAML reads off, on, yes and no as "
+                                         "booleans; quote the name" % (name,)]
+            continue
+        try:
+            parsed[str(name)] = parse_config(name, entries)
+        except MigConfigError as exc:
+            parsed.invalid[str(name)] = exc.problems
+    return parsed
+
+
 def select(configs, name):
-    """The entries of config ``name``; raises MigConfigError naming the ones there are."""
+    """The entries of config ``name``; raises MigConfigError with its problems, or naming the ones there are."""
+    invalid = getattr(configs, "invalid", {})
+    if name in invalid:
+        raise MigConfigError(invalid[name])
     if name not in configs:
+        # a name YAML read as a boolean or number is why a config seems to be missing
+        hints = [p for problems in invalid.values() for p in problems if "is not a string" in p]
         raise MigConfigError(["config '%s' is not in mig-configs (available: %s)"
-                              % (name, ", ".join(sorted(configs)) or "none")])
+                              % (name, ", ".join(sorted(set(configs) | set(invalid))) or "none")] + hints)
     return configs[name]

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils import nvml as nvml_facts
 
 ENABLED, DISABLED = "enabled", "disabled"
 
@@ -59,12 +60,20 @@ def _label(gpu, family):
     return "GPU %s (%s, %s)" % (gpu.get("index"), gpu.get("name") or "unknown", model)
 
 
+def _selection(entry):
+    devices = "devices all" if entry.devices == "all" else "devices %s" % (
+        ", ".join(str(i) for i in entry.devices) or "none")
+    if entry.device_filter:
+        return "%s, device-filter %s" % (devices, ", ".join(entry.device_filter))
+    return devices
+
+
 def _public(inst):
     return dict((k, inst[k]) for k in ("gpu_instance_id", "profile", "start", "size") if k in inst)
 
 
-def plan_gpu(gpu, entry, family, config_name, offline):
-    """Plan one GPU. Returns (plan dict, problems)."""
+def plan_gpu(gpu, entry, family, config_name, offline, notes=None):
+    """Plan one GPU. Returns (plan dict, problems); ``notes`` collects what was skipped and why."""
     mig = gpu.get("mig") or {}
     supported = bool(mig.get("supported"))
     current = mig.get("current_mode") if supported else None
@@ -90,8 +99,14 @@ def plan_gpu(gpu, entry, family, config_name, offline):
     wanted = ENABLED if entry.mig_enabled else DISABLED
     plan["mode"]["wanted"] = wanted
     if not supported:
-        if entry.mig_enabled:
-            return plan, ["%s: MIG is not supported on this GPU, but the entry enables it" % where]
+        # mig-parted: a GPU without MIG is skipped when selected by "devices: all" or
+        # when the entry disables MIG; only an explicit index that enables MIG fails.
+        plan["mode"]["wanted"] = None
+        if entry.mig_enabled and entry.devices != "all":
+            return plan, ["%s: MIG is not supported on this GPU, but the entry enables it for GPU index %s"
+                          % (where, gpu.get("index"))]
+        if notes is not None:
+            notes.append("%s: skipped, the GPU does not support MIG" % where)
         return plan, []
 
     problems = []
@@ -180,10 +195,17 @@ def plan(facts, entries, config_name, rules_for=table_rules, offline=True):
     """Validate and plan config ``config_name`` (its parsed ``entries``) for the node in ``facts``.
 
     Returns a dict with ``valid``, ``errors`` (every problem, each naming the config,
-    entry, GPU index, model and profile), ``warnings``, ``gpus`` (per-GPU plans),
+    entry, GPU index, model and profile), ``warnings``, ``notes`` (GPUs skipped
+    because they lack MIG, entries that select no GPU), ``gpus`` (per-GPU plans),
     ``changed``, ``reboot_required`` (unknown until apply; False here) and ``k8s_resources``.
     """
-    errors, warnings, gpu_plans = [], [], []
+    errors, warnings, notes, gpu_plans = [], [], [], []
+    shape = nvml_facts.check_facts(facts, check_count=False)
+    if shape:
+        # Never plan from facts of the wrong shape: say what is wrong with them instead.
+        errors.append("the GPU facts are not nvml_facts output (%d problem(s)): %s" % (len(shape), "; ".join(shape)))
+        return {"config": config_name, "valid": False, "errors": errors, "warnings": warnings, "notes": notes,
+                "gpus": [], "changed": False, "k8s_resources": k8s_resources([])}
     gpus = sorted(facts.get("gpus") or [], key=lambda g: g.get("index", 0))
     if not facts.get("present", bool(gpus)):
         errors.append("no NVIDIA GPU to configure: %s" % (facts.get("reason") or "NVML reports no GPU"))
@@ -194,22 +216,35 @@ def plan(facts, entries, config_name, rules_for=table_rules, offline=True):
             if missing:
                 warnings.append("config '%s' entry %d selects GPU %s, which this node does not have"
                                 % (config_name, entry.position, ", ".join(str(i) for i in missing)))
+    used = set()
     for gpu in gpus:
         device_id = (gpu.get("pci") or {}).get("device_id")
         chosen = [e for e in entries if e.selects(gpu.get("index"), device_id)]
+        used.update(e.position for e in chosen)
         family = rules_for(gpu)
         if len(chosen) > 1:
             errors.append("config '%s', %s is selected by entries %s; each GPU may match one entry"
                           % (config_name, _label(gpu, family), ", ".join(str(e.position) for e in chosen)))
             chosen = chosen[:1]
-        gp, problems = plan_gpu(gpu, chosen[0] if chosen else None, family, config_name, offline)
+        gp, problems = plan_gpu(gpu, chosen[0] if chosen else None, family, config_name, offline, notes)
         errors.extend(problems)
         gpu_plans.append(gp)
+    # mig-parted passes over an entry that matches no GPU (NVIDIA's configs carry one
+    # entry per model); say so, and warn when the whole config touches nothing.
+    for entry in entries:
+        if entry.position not in used:
+            notes.append("config '%s' entry %d (%s) selects no GPU on this node"
+                         % (config_name, entry.position, _selection(entry)))
+    if gpus and not used:
+        warnings.append("config '%s' selects no GPU on this node (device ids: %s); nothing would change"
+                        % (config_name, ", ".join(sorted(set(str((g.get("pci") or {}).get("device_id"))
+                                                             for g in gpus)))))
     return {
         "config": config_name,
         "valid": not errors,
         "errors": errors,
         "warnings": warnings,
+        "notes": notes,
         "gpus": gpu_plans,
         "changed": not errors and any(gp["changed"] for gp in gpu_plans),
         "k8s_resources": k8s_resources(gpu_plans),

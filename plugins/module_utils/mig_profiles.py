@@ -18,15 +18,64 @@ __metaclass__ = type
 import itertools
 import re
 
-# NVML GPU instance / compute instance profile ids (nvml.h).
+# NVML GPU instance / compute instance profile ids (nvml.h, NVML_GPU_INSTANCE_PROFILE_*).
 GI_1_SLICE, GI_2_SLICE, GI_3_SLICE, GI_4_SLICE, GI_7_SLICE = 0x0, 0x1, 0x2, 0x3, 0x4
 GI_1_SLICE_REV1, GI_2_SLICE_REV1, GI_1_SLICE_REV2 = 0x7, 0x8, 0x9
+GI_1_SLICE_GFX, GI_2_SLICE_GFX, GI_4_SLICE_GFX = 0xA, 0xB, 0xC
+GI_1_SLICE_NO_ME, GI_2_SLICE_NO_ME = 0xD, 0xE
+GI_1_SLICE_ALL_ME, GI_2_SLICE_ALL_ME = 0xF, 0x10
+GI_3_SLICE_GFX = 0x11
+# The name suffix each variant id stands for (go-nvlib's MIG profile attributes).
+GI_SUFFIX = {GI_1_SLICE_REV1: "+me", GI_2_SLICE_REV1: "+me", GI_1_SLICE_ALL_ME: "+me.all",
+             GI_2_SLICE_ALL_ME: "+me.all", GI_1_SLICE_GFX: "+gfx", GI_2_SLICE_GFX: "+gfx",
+             GI_3_SLICE_GFX: "+gfx", GI_4_SLICE_GFX: "+gfx", GI_1_SLICE_NO_ME: "-me", GI_2_SLICE_NO_ME: "-me"}
 CI_1_SLICE, CI_2_SLICE, CI_3_SLICE, CI_4_SLICE, CI_7_SLICE = 0x0, 0x1, 0x2, 0x3, 0x4
 GI_PROFILE_IDS = tuple(range(0x12))  # NVML_GPU_INSTANCE_PROFILE_COUNT in nvml.h 12.x
 CI_PROFILE_BY_SLICES = {1: CI_1_SLICE, 2: CI_2_SLICE, 3: CI_3_SLICE, 4: CI_4_SLICE, 7: CI_7_SLICE}
 
-PROFILE_NAME = re.compile(r"^(?P<g>[0-9]+)g\.(?P<gb>[0-9]+)gb(?P<me>\+me)?$")
+# "<g>g.<gb>gb" with an optional "+attr[,attr]" or "-attr" suffix, as mig-parted
+# (go-nvlib) spells profiles: +me (media extensions, the *_REV1 ids), +me.all (all
+# media engines, *_ALL_ME), -me (no media engine, *_NO_ME), +gfx (graphics, *_GFX).
+PROFILE_NAME = re.compile(r"^(?P<g>[0-9]+)g\.(?P<gb>[0-9]+)gb(?P<attrs>[+-][A-Za-z0-9.,]+)?$")
 CI_SUBPROFILE_NAME = re.compile(r"^[0-9]+c\.[0-9]+g\.[0-9]+gb")
+ATTRIBUTES = ("me", "me.all", "gfx")
+NEGATIVE_ATTRIBUTES = ("me",)
+# Profiles that take the GPU's shared media engines: at most one such instance.
+MEDIA_ATTRIBUTES = ("me", "me.all")
+
+
+def parse_profile_name(name):
+    """(slices, gb, attributes, negative attributes) of a GPU instance profile name.
+
+    Raises ValueError saying what is wrong. Follows mig-parted's grammar: one of
+    '+' or '-', attributes separated by commas, each known and given once.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("a profile name must be a string such as 1g.10gb")
+    if CI_SUBPROFILE_NAME.match(name):
+        raise ValueError("%s is a compute instance sub-profile; this module manages whole GPU instances "
+                         "(one compute instance each)" % name)
+    match = PROFILE_NAME.match(name)
+    if not match:
+        raise ValueError("%r is not a MIG profile name such as 1g.10gb, 1g.10gb+me, 1g.24gb-me or "
+                         "1g.24gb+gfx" % name)
+    suffix = match.group("attrs") or ""
+    attrs, negative = (), ()
+    if suffix:
+        items = suffix[1:].split(",")
+        known = ATTRIBUTES if suffix[0] == "+" else NEGATIVE_ATTRIBUTES
+        unknown = [a for a in items if a not in known]
+        if unknown or len(set(items)) != len(items):
+            raise ValueError("%s: attribute %s%s is not one of %s" % (
+                name, suffix[0], ",".join(unknown) or "(repeated)",
+                ", ".join(suffix[0] + a for a in known)))
+        if suffix[0] == "+":
+            attrs = tuple(sorted(items))
+        else:
+            negative = tuple(sorted(items))
+    if int(match.group("g")) < 1 or int(match.group("gb")) < 1:
+        raise ValueError("%s: slices and memory must be at least 1" % name)
+    return int(match.group("g")), int(match.group("gb")), attrs, negative
 
 
 class Profile(object):
@@ -42,7 +91,11 @@ class Profile(object):
         self.memory_slices = memory_slices
         self.max_count = max_count
         self.starts = tuple(starts)
-        self.media_extensions = name.endswith("+me")
+        attrs = PROFILE_NAME.match(name)
+        suffix = (attrs.group("attrs") or "") if attrs else ""
+        # +me and +me.all take the shared media engines; -me and +gfx do not
+        self.media_extensions = suffix[:1] == "+" and any(
+            a in MEDIA_ATTRIBUTES for a in suffix[1:].split(","))
         if memory_mib is None:
             match = PROFILE_NAME.match(name)
             memory_mib = int(match.group("gb")) * 1024 if match else 0
@@ -75,7 +128,7 @@ class Family(object):
 
 
 def _seven_slice(name, gb1, gb1m2, gb2, gb3, gb4, gb7):
-    """The A100/H100/H200/B200 geometry: 7 compute slices, 8 memory slices."""
+    """The A100/H100/H200/B200/B300 geometry: 7 compute slices, 8 memory slices."""
     return Family(name, [
         Profile("1g.%dgb" % gb1, GI_1_SLICE, 1, 1, 7, range(0, 7)),
         Profile("1g.%dgb+me" % gb1, GI_1_SLICE_REV1, 1, 1, 1, range(0, 7)),
@@ -98,17 +151,40 @@ def _a30():
     ], compute_slices=4, memory_slices=4, max_instances=4)
 
 
-# PCI device id (upper 16 bits of NVML's pciDeviceId) -> family.
+def _rtx_pro_6000():
+    """RTX PRO 6000 Blackwell: 4 slices; each size also as -me, +me.all and +gfx."""
+    one, two = (0, 1, 2, 3), (0, 2)
+    return Family("RTX PRO 6000 Blackwell 96GB", [
+        Profile("1g.24gb", GI_1_SLICE, 1, 1, 4, one),
+        Profile("1g.24gb-me", GI_1_SLICE_NO_ME, 1, 1, 4, one),
+        Profile("1g.24gb+gfx", GI_1_SLICE_GFX, 1, 1, 4, one),
+        Profile("1g.24gb+me.all", GI_1_SLICE_ALL_ME, 1, 1, 1, one),
+        Profile("2g.48gb", GI_2_SLICE, 2, 2, 2, two),
+        Profile("2g.48gb-me", GI_2_SLICE_NO_ME, 2, 2, 2, two),
+        Profile("2g.48gb+gfx", GI_2_SLICE_GFX, 2, 2, 2, two),
+        Profile("2g.48gb+me.all", GI_2_SLICE_ALL_ME, 2, 2, 1, two),
+        Profile("4g.96gb", GI_4_SLICE, 4, 4, 1, (0,)),
+        Profile("4g.96gb+gfx", GI_4_SLICE_GFX, 4, 4, 1, (0,)),
+    ], compute_slices=4, memory_slices=4, max_instances=4)
+
+
+# PCI device id (upper 16 bits of NVML's pciDeviceId) -> family. Every id that
+# NVIDIA's shipped mig-parted configs name is here (docs/mig-gpus.md lists them).
 _FAMILIES = [
     (("20B0", "20B1", "20F1", "20F6"), lambda: _seven_slice("A100 40GB", 5, 10, 10, 20, 20, 40)),
     (("20B2", "20B5", "20F3", "20F5"), lambda: _seven_slice("A100 80GB", 10, 20, 20, 40, 40, 80)),
-    (("2330", "2331", "2322"), lambda: _seven_slice("H100 80GB", 10, 20, 20, 40, 40, 80)),
+    (("20B6",), lambda: _seven_slice("PG506 96GB", 12, 24, 24, 48, 48, 96)),
+    (("2330", "2331", "2322", "2324"), lambda: _seven_slice("H100 80GB", 10, 20, 20, 40, 40, 80)),
     (("2321", "233A"), lambda: _seven_slice("H100 NVL 94GB", 12, 24, 24, 47, 47, 94)),
-    (("2342", "233D"), lambda: _seven_slice("H100 96GB / GH200", 12, 24, 24, 48, 48, 96)),
+    (("2342", "233D", "2329"), lambda: _seven_slice("H100 96GB / GH200", 12, 24, 24, 48, 48, 96)),
+    (("2348",), lambda: _seven_slice("GH200 144GB HBM3e", 18, 36, 36, 72, 72, 144)),
     (("2335", "233B"), lambda: _seven_slice("H200 141GB", 18, 35, 35, 71, 71, 141)),
     (("2901",), lambda: _seven_slice("B200", 23, 45, 45, 90, 90, 180)),
     (("2941",), lambda: _seven_slice("GB200", 23, 47, 47, 93, 93, 186)),
+    (("3182",), lambda: _seven_slice("B300", 34, 67, 67, 135, 135, 269)),
+    (("31C2",), lambda: _seven_slice("GB300", 35, 70, 70, 139, 139, 278)),
     (("20B7",), _a30),
+    (("2BB1", "2BB4", "2BB5"), _rtx_pro_6000),
 ]
 FAMILIES = {}
 for _ids, _make in _FAMILIES:
@@ -253,7 +329,7 @@ def check_layout(family, counts):
         problems.append("%d GPU instances exceed the %d allowed on %s" % (total, family.max_instances, family.name))
     media = sum(c for n, c in known.items() if family.profiles[n].media_extensions)
     if media > 1:
-        problems.append("%d +me instances exceed the 1 allowed on %s (one set of media engines)"
+        problems.append("%d +me instances exceed the 1 allowed on %s (one set of media engines, which +me and +me.all share)"
                         % (media, family.name))
     compute = sum(family.profiles[n].compute_slices * c for n, c in known.items())
     if compute > family.compute_slices:
@@ -274,13 +350,18 @@ def layout_string(counts):
 
 # --- live rules from NVML ----------------------------------------------------
 
-def _nvml_profile_name(info):
+def _nvml_profile_name(info, profile_id=None):
+    """ "MIG 1g.24gb+gfx" -> "1g.24gb+gfx"; a variant id whose name lacks its suffix gets it."""
     name = getattr(info, "name", b"")
     if isinstance(name, bytes):
         name = name.decode("utf-8", "replace")
     name = (name or "").strip()
     if name.startswith("MIG "):
         name = name[4:]
+    suffix = GI_SUFFIX.get(profile_id)
+    match = PROFILE_NAME.match(name)
+    if suffix and match and not match.group("attrs"):
+        name += suffix
     return name
 
 
@@ -298,9 +379,13 @@ def family_from_nvml(nvml, handle, label, placements_of):
             info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, profile_id)
         except nvml.NVMLError:
             continue  # profile not supported on this GPU (NOT_SUPPORTED / INVALID_ARGUMENT)
-        name = _nvml_profile_name(info)
-        if not PROFILE_NAME.match(name) or not info.instanceCount:
-            continue  # graphics / no-ME variants this module does not manage
+        name = _nvml_profile_name(info, profile_id)
+        try:
+            parse_profile_name(name)
+        except ValueError:
+            continue  # a name this module cannot express in mig-parted's format
+        if not info.instanceCount:
+            continue
         placements = placements_of(handle, profile_id, info)
         if not placements:
             continue

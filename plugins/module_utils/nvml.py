@@ -20,6 +20,7 @@ __metaclass__ = type
 import ctypes
 import glob
 import json
+import os
 import re
 import uuid
 
@@ -478,9 +479,30 @@ def _init_failure(nvml, err, kernel_version, library_globs):
     return empty_facts("NVML initialisation failed: %s (NVML error %s)" % (err, value))
 
 
+def version_key(version):
+    """(570, 172, 8) for "570.172.08": every part compared, numerically; None if not a version."""
+    match = re.match(r"^\s*(\d+(?:\.\d+)*)\s*$", version or "")
+    if not match:
+        return None
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+def versions_differ(kernel, user):
+    """Whether the loaded kernel module and the user-space driver are different builds.
+
+    The whole version counts (branch, minor and patch: 570.148.08 and 570.172.08
+    differ, as do 570.172.08 and 570.172.09); text that is not a version is
+    compared as written.
+    """
+    kernel_key, user_key = version_key(kernel), version_key(user)
+    if kernel_key is None or user_key is None:
+        return (kernel or "").strip() != (user or "").strip()
+    return kernel_key != user_key
+
+
 def _compare_versions(facts):
     kernel, user = facts["kernel_module_version"], facts["driver_version"]
-    if kernel and user and kernel != user:
+    if kernel and user and versions_differ(kernel, user):
         facts["reboot_required"] = True
         facts["reboot_reasons"].append(
             "the loaded NVIDIA kernel module is %s but the user-space driver is %s: reboot (or "
@@ -577,32 +599,182 @@ def finish(facts, temperature_warning_c=None):
 # ---------------------------------------------------------------------------
 
 REQUIRED_KEYS = ("present", "gpu_count", "gpus")
+REQUIRED_GPU_KEYS = ("index", "pci", "mig")
+# A replay file is a few hundred KiB for a large node; anything far bigger is not one.
+MAX_REPLAY_BYTES = 16 * 1024 * 1024
+MIG_MODES = ("enabled", "disabled")
+_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{8}$")
 
 
-def load_replay(path):
-    """The ``nvidia`` facts recorded in ``path``: the whole module result, or the nvidia dict."""
+def _type_name(value):
+    return "null" if value is None else type(value).__name__
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check(problems, where, value, kind, nullable=True):
+    """Note in ``problems`` when ``value`` is not of ``kind`` (int, str, bool, dict, list)."""
+    if value is None and nullable:
+        return False
+    ok = {"int": _is_int, "str": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool),
+          "dict": lambda v: isinstance(v, dict), "list": lambda v: isinstance(v, list)}[kind](value)
+    if not ok:
+        problems.append("%s must be %s%s, got %s" % (
+            where, {"int": "an integer", "str": "a string", "bool": "true or false", "dict": "a mapping",
+                    "list": "a list"}[kind], " or null" if nullable else "", _type_name(value)))
+    return ok
+
+
+def _check_mig(problems, where, mig):
+    if not _check(problems, where, mig, "dict", nullable=False):
+        return
+    _check(problems, where + ".supported", mig.get("supported"), "bool", nullable=False)
+    for key in ("current_mode", "pending_mode"):
+        value = mig.get(key)
+        if value is not None and value not in MIG_MODES:
+            problems.append("%s.%s must be enabled, disabled or null, got %r" % (where, key, value))
+    devices = mig.get("devices", [])
+    if not _check(problems, where + ".devices", devices, "list"):
+        return
+    for n, dev in enumerate(devices or []):
+        at = "%s.devices[%d]" % (where, n)
+        if not _check(problems, at, dev, "dict", nullable=False):
+            continue
+        for key in ("index", "gpu_instance_id", "compute_instance_id", "memory_total_mib"):
+            _check(problems, "%s.%s" % (at, key), dev.get(key), "int")
+        for key in ("profile", "uuid"):
+            _check(problems, "%s.%s" % (at, key), dev.get(key), "str")
+        placement = dev.get("placement")
+        if _check(problems, at + ".placement", placement, "dict") and placement:
+            for key in ("start", "size"):
+                _check(problems, "%s.placement.%s" % (at, key), placement.get(key), "int")
+
+
+def _check_gpu(problems, where, gpu):
+    if not _check(problems, where, gpu, "dict", nullable=False):
+        return None
+    missing = [key for key in REQUIRED_GPU_KEYS if key not in gpu]
+    if missing:
+        problems.append("%s lacks %s (has: %s)" % (where, ", ".join(missing),
+                                                   ", ".join(sorted(str(k) for k in gpu)) or "nothing"))
+    index = gpu.get("index")
+    if "index" in gpu and _check(problems, where + ".index", index, "int", nullable=False) and index < 0:
+        problems.append("%s.index must be >= 0, got %d" % (where, index))
+    for key in ("uuid", "name", "architecture"):
+        _check(problems, "%s.%s" % (where, key), gpu.get(key), "str")
+    pci = gpu.get("pci")
+    if "pci" in gpu and _check(problems, where + ".pci", pci, "dict", nullable=False):
+        _check(problems, where + ".pci.bus_id", pci.get("bus_id"), "str")
+        device_id = pci.get("device_id")
+        if _check(problems, where + ".pci.device_id", device_id, "str") and device_id \
+                and not _DEVICE_ID.match(device_id):
+            problems.append("%s.pci.device_id must be a PCI device id such as 0x233010DE, got %r"
+                            % (where, device_id))
+    memory = gpu.get("memory")
+    if _check(problems, where + ".memory", memory, "dict") and memory:
+        for key in ("total_mib", "used_mib"):
+            _check(problems, "%s.memory.%s" % (where, key), memory.get(key), "int")
+    if "mig" in gpu:
+        _check_mig(problems, where + ".mig", gpu.get("mig"))
+    _check(problems, where + ".compute_processes", gpu.get("compute_processes"), "int")
+    _check(problems, where + ".lost", gpu.get("lost"), "bool")
+    return index if _is_int(index) else None
+
+
+def check_facts(facts, check_count=True):
+    """Every problem with the shape of an ``ansible_facts.nvidia`` document, as strings.
+
+    Checks what the MIG planner and the capacity filters read: the node keys and,
+    per GPU, the types of index, uuid, name, pci, memory, mig (and its devices),
+    compute_processes and lost. Keys it does not know are allowed (newer facts).
+    ``check_count``: gpu_count must match the list (a replay; not a filtered copy).
+    """
+    if not isinstance(facts, dict):
+        return ["the facts must be a mapping, got %s" % _type_name(facts)]
+    problems = []
+    missing = [key for key in REQUIRED_KEYS if key not in facts]
+    if missing:
+        problems.append("lacks %s (expected the nvml_facts output, with ansible_facts.nvidia, or the nvidia "
+                        "facts)" % ", ".join(missing))
+    _check(problems, "present", facts.get("present"), "bool", nullable="present" not in facts)
+    _check(problems, "gpu_count", facts.get("gpu_count"), "int", nullable="gpu_count" not in facts)
+    for key in ("driver_version", "kernel_module_version", "reason"):
+        _check(problems, key, facts.get(key), "str")
+    _check(problems, "reboot_required", facts.get("reboot_required"), "bool")
+    gpus = facts.get("gpus")
+    if "gpus" in facts and _check(problems, "gpus", gpus, "list", nullable=False):
+        seen = set()
+        for n, gpu in enumerate(gpus):
+            index = _check_gpu(problems, "gpus[%d]" % n, gpu)
+            if index is not None:
+                if index in seen:
+                    problems.append("gpus[%d].index %d is used by another GPU" % (n, index))
+                seen.add(index)
+        if check_count and _is_int(facts.get("gpu_count")) and facts["gpu_count"] != len(gpus):
+            problems.append("gpu_count (%d) does not match the gpus list (%d)" % (facts["gpu_count"], len(gpus)))
+    return problems
+
+
+def unwrap_facts(data):
+    """The nvidia facts from a module result, a saved ansible_facts mapping, or the facts themselves."""
+    if isinstance(data, dict) and isinstance(data.get("ansible_facts"), dict):
+        data = data["ansible_facts"]
+    if isinstance(data, dict) and "present" not in data and isinstance(data.get("nvidia"), dict):
+        data = data["nvidia"]
+    return data
+
+
+def read_text_file(path, what, limit=MAX_REPLAY_BYTES):
+    """The UTF-8 text of ``path``; raises ReplayError saying what is wrong (directory, size, encoding)."""
     try:
-        with open(path) as handle:
-            data = json.load(handle)
+        if os.path.isdir(path):
+            raise ReplayError("%s %s is a directory, not a file" % (what, path))
+        if not os.path.exists(path):
+            raise ReplayError("cannot read %s %s: it does not exist%s" % (
+                what, path, " (a symlink to a missing target)" if os.path.islink(path) else ""))
+        if not os.path.isfile(path):
+            raise ReplayError("%s %s is not a regular file" % (what, path))
+        size = os.path.getsize(path)
+        if size > limit:
+            raise ReplayError("%s %s is %d bytes, more than the %d this module reads"
+                              % (what, path, size, limit))
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
     except (IOError, OSError) as err:
-        raise ReplayError("cannot read replay_file %s: %s" % (path, err))
-    except ValueError as err:
-        raise ReplayError("replay_file %s is not JSON: %s" % (path, err))
-    facts = data
-    if isinstance(facts, dict) and isinstance(facts.get("ansible_facts"), dict):
-        facts = facts["ansible_facts"]
-    if isinstance(facts, dict) and "present" not in facts and isinstance(facts.get("nvidia"), dict):
-        facts = facts["nvidia"]
-    if not isinstance(facts, dict) or any(key not in facts for key in REQUIRED_KEYS):
-        raise ReplayError(
-            "replay_file %s is not a recorded nvml_facts result: expected the module's output "
-            "(with ansible_facts.nvidia) or the nvidia facts, with keys %s"
-            % (path, ", ".join(REQUIRED_KEYS)))
-    if not isinstance(facts["gpus"], list) or len(facts["gpus"]) != facts["gpu_count"]:
-        raise ReplayError("replay_file %s: gpu_count does not match the gpus list" % path)
+        raise ReplayError("cannot read %s %s: %s" % (what, path, getattr(err, "strerror", None) or err))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ReplayError("%s %s is not UTF-8 text (byte %d): save it as UTF-8 JSON" % (what, path, err.start))
+
+
+def validate_replay(data, what):
+    """The nvidia facts in ``data`` (a loaded document), checked; raises ReplayError listing every problem."""
+    facts = unwrap_facts(data)
+    problems = check_facts(facts)
+    if problems:
+        raise ReplayError("%s is not a recorded nvml_facts result (%d problem(s)): %s"
+                          % (what, len(problems), "; ".join(problems)))
     facts = dict(facts)
     facts["source"] = "replay"
     return facts
+
+
+def load_replay(path, option="replay_file"):
+    """The ``nvidia`` facts recorded in ``path``: the whole module result, or the nvidia dict.
+
+    ``option`` names the module option in messages. Raises ReplayError listing every problem.
+    """
+    text = read_text_file(path, option)
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise ReplayError("%s %s is not JSON: %s" % (option, path, err))
+    except RecursionError:
+        raise ReplayError("%s %s is nested too deeply to be a recorded facts file" % (option, path))
+    return validate_replay(data, "%s %s" % (option, path))
 
 
 # ---------------------------------------------------------------------------

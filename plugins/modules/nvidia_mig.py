@@ -22,8 +22,11 @@ description:
     profile and reason. Nothing is changed when anything is invalid.
   - On a live node the rules come from NVML (profile info and possible placements of each GPU); with
     replayed O(facts) or O(facts_file) they come from a table of NVIDIA's MIG user guide, so a fleet can
-    be validated and planned offline. A GPU whose PCI device id is not in the table cannot be validated
-    offline, and the module says so.
+    be validated and planned offline. The table holds every GPU that NVIDIA's shipped mig-parted configs
+    name (the collection's C(docs/mig-gpus.md) lists them). A GPU whose PCI device id is not in the table
+    cannot be validated offline, and the module says so.
+  - Each named config is parsed on its own, as mig-parted's configs are written to be used; a broken entry
+    in one config of a file is reported only when that config is applied.
   - The plan gives, per GPU, the mode change (and whether it needs a GPU reset), the instances to destroy
     and the instances to create with their placements, and the Kubernetes resources the layout exposes
     under the device plugin's C(single) and C(mixed) MIG strategies.
@@ -45,24 +48,29 @@ options:
     type: dict
   config_file:
     description:
-      - Path on the node to a mig-parted document in YAML or JSON.
+      - Path on the node to a mig-parted document in YAML or JSON, UTF-8, at most 16 MiB.
+      - A symlink is read through; a directory, a missing file or a file that is not UTF-8 fails with a
+        message naming this option.
       - Mutually exclusive with O(config).
     type: path
   config_name:
     description:
       - The name under C(mig-configs) to apply.
+      - A name with a control character is refused. Quote names that YAML reads as booleans (C(off), C(on)).
     type: str
     required: true
   facts:
     description:
       - Replayed C(gpuops.platform.nvml_facts) output (the C(nvidia) facts, or a result that holds
         C(ansible_facts.nvidia)) to validate and plan against instead of the live GPUs.
+      - Its shape is checked first (per GPU the types of C(index), C(pci), C(mig) and its devices,
+        C(name), C(memory), ...); one message lists every problem.
       - With replayed facts the module only plans; a run that would change something must be in check mode.
       - Mutually exclusive with O(facts_file).
     type: dict
   facts_file:
     description:
-      - Path on the node to a JSON file with replayed C(nvml_facts) output, as O(facts).
+      - Path on the node to a JSON file with replayed C(nvml_facts) output, as O(facts), UTF-8, at most 16 MiB.
       - Mutually exclusive with O(facts).
     type: path
   allow_reset:
@@ -94,6 +102,11 @@ attributes:
 notes:
   - Entries may select GPUs by index (C(devices)) and by PCI device id (C(device-filter)); a GPU selected
     by no entry is left as it is, and a GPU selected by two entries is an error.
+  - As mig-parted does, a GPU without MIG is skipped (with a note in RV(plan.notes)) when C(devices) is
+    C(all) or the entry disables MIG; an entry that enables MIG on it by index is an error. An entry that
+    selects no GPU is noted in RV(plan.notes); a config that selects no GPU at all is also a warning.
+  - Profile names follow mig-parted, with the attributes C(+me), C(+me.all), C(-me) and C(+gfx)
+    (for example C(1g.24gb+gfx)); at most one C(+me) or C(+me.all) instance fits on a GPU.
   - Compute instance sub-profiles (for example C(1c.3g.40gb)) are not managed; every GPU instance gets one
     compute instance of its full size, as mig-parted does.
 seealso:
@@ -158,6 +171,12 @@ plan:
       description: Findings that do not stop the run, for example an entry selecting a GPU index the node lacks.
       type: list
       elements: str
+    notes:
+      description:
+        - What was passed over, as mig-parted passes over it, for example a GPU without MIG selected by
+          C(devices) C(all), or an entry whose C(device-filter) matches no GPU on the node.
+      type: list
+      elements: str
     gpus:
       description:
         - Per GPU, C(index), C(name), C(device_id), C(family) (the MIG rules used), C(rules) (C(nvml) or C(table)),
@@ -203,7 +222,6 @@ actions:
 """
 
 import json
-import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -227,11 +245,12 @@ except ImportError:  # pragma: no cover - depends on the node
     HAS_YAML = False
 
 
-def _read_document(module, path, what):
-    if not os.path.isfile(path):
-        module.fail_json(msg="%s %s does not exist" % (what, path))
-    with open(path) as handle:
-        text = handle.read()
+def _read_document(module, path, option):
+    """The JSON or YAML document in ``path``; fails naming ``option`` and the problem."""
+    try:
+        text = nvml_utils.read_text_file(path, option)
+    except nvml_utils.ReplayError as exc:
+        module.fail_json(msg="%s; nothing was changed" % exc)
     try:
         return json.loads(text)
     except ValueError:
@@ -241,16 +260,16 @@ def _read_document(module, path, what):
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        module.fail_json(msg="%s %s is neither JSON nor YAML: %s" % (what, path, exc))
+        module.fail_json(msg="%s %s is neither JSON nor YAML: %s; nothing was changed" % (option, path, exc))
+    except (ValueError, TypeError, RecursionError) as exc:
+        module.fail_json(msg="%s %s cannot be read as YAML: %s; nothing was changed" % (option, path, exc))
 
 
-def _unwrap_facts(data):
-    """Accept the nvidia facts, a module result, or a saved ansible_facts mapping."""
-    if isinstance(data, dict) and "ansible_facts" in data:
-        data = data["ansible_facts"]
-    if isinstance(data, dict) and isinstance(data.get("nvidia"), dict):
-        data = data["nvidia"]
-    return data
+def _check_config_name(module, name):
+    # printed in messages and plans; a control character would forge output lines
+    if not name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        module.fail_json(msg="config_name %r must be a non-empty name without control characters "
+                             "(a key of mig-configs); nothing was changed" % (name,))
 
 
 def nvidia_smi_reset(module):
@@ -279,8 +298,14 @@ def _fail_invalid(module, result):
                      **dict((k, v) for k, v in _result(result, False).items() if k != "changed"))
 
 
+def _warn(module, result):
+    for warning in result.get("warnings") or []:
+        module.warn(warning)
+
+
 def run_offline(module, facts, entries):
     result = mig_plan.plan(facts, entries, module.params["config_name"], offline=True)
+    _warn(module, result)
     if not result["valid"]:
         _fail_invalid(module, result)
     if result["changed"] and not module.check_mode:
@@ -310,6 +335,7 @@ def run_live(module, entries, nvml, reset):
             return families.get(gpu["index"])
 
         result = mig_plan.plan(facts, entries, name, rules_for=rules_for, offline=False)
+        _warn(module, result)
         if not result["valid"]:
             _fail_invalid(module, result)
         if module.check_mode or not result["changed"]:
@@ -362,25 +388,25 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    _check_config_name(module, params["config_name"])
     document = params["config"]
     if params["config_file"]:
-        document = _read_document(module, params["config_file"], "MIG config file")
+        document = _read_document(module, params["config_file"], "config_file")
     try:
         entries = mig_config.select(mig_config.parse(document), params["config_name"])
     except mig_config.MigConfigError as exc:
-        module.fail_json(msg="invalid MIG config (%d problem(s)); nothing was changed: %s"
-                         % (len(exc.problems), "; ".join(exc.problems)), errors=exc.problems)
+        module.fail_json(msg="invalid MIG config '%s' (%d problem(s)); nothing was changed: %s"
+                         % (params["config_name"], len(exc.problems), "; ".join(exc.problems)), errors=exc.problems)
 
     facts = params["facts"]
-    if params["facts_file"]:
-        try:
-            facts = nvml_utils.load_replay(params["facts_file"])
-        except nvml_utils.ReplayError as exc:
-            module.fail_json(msg=str(exc))
+    try:
+        if params["facts_file"]:
+            facts = nvml_utils.load_replay(params["facts_file"], "facts_file")
+        elif facts is not None:
+            facts = nvml_utils.validate_replay(facts, "facts")
+    except nvml_utils.ReplayError as exc:
+        module.fail_json(msg="%s; nothing was changed" % exc)
     if facts is not None:
-        facts = _unwrap_facts(facts)
-        if not isinstance(facts, dict) or "gpus" not in facts:
-            module.fail_json(msg="replayed facts must be nvml_facts output (a mapping with 'gpus')")
         run_offline(module, facts, entries)
     if not HAS_PYNVML:
         module.fail_json(msg=missing_required_lib("nvidia-ml-py"), exception=str(PYNVML_IMPORT_ERROR))

@@ -43,6 +43,9 @@ options:
       - The module's own output saved as JSON, either the whole result (with C(ansible_facts.nvidia))
         or just the C(nvidia) dictionary.
       - The returned facts have RV(ansible_facts.nvidia.source=replay).
+      - The file must be UTF-8 JSON of at most 16 MiB. Its shape is checked (node keys, and per GPU the types
+        of C(index), C(pci), C(mig), C(memory), ...) and one message lists every problem; a directory, a
+        missing file or a symlink to one fails with a message naming this option.
     type: path
   temperature_warning_c:
     description:

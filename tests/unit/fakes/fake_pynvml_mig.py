@@ -44,17 +44,31 @@ _NS = uuid.UUID("0b6f3c2e-4a1d-4c8e-9f3b-5d2a7e1c9b40")
 
 # Memory slices of each GPU instance profile, by NVML_GPU_INSTANCE_PROFILE_* index
 # (MIG user guide, "Supported profiles": 1g = 1, 1g with 2 memory slices = 2, 2g = 2,
-# 3g and 4g = 4, 7g = 8).
+# 3g and 4g = 4, 7g = 8); the +gfx, -me and +me.all variants take their base size.
 MEMORY_SLICES = {
     _real.NVML_GPU_INSTANCE_PROFILE_1_SLICE: 1,
     _real.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1: 1,
     _real.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2: 2,
+    _real.NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX: 1,
+    _real.NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME: 1,
+    _real.NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME: 1,
     _real.NVML_GPU_INSTANCE_PROFILE_2_SLICE: 2,
     _real.NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1: 2,
+    _real.NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX: 2,
+    _real.NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME: 2,
+    _real.NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME: 2,
+    _real.NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX: 4,
     _real.NVML_GPU_INSTANCE_PROFILE_3_SLICE: 4,
     _real.NVML_GPU_INSTANCE_PROFILE_4_SLICE: 4,
     _real.NVML_GPU_INSTANCE_PROFILE_7_SLICE: 8,
 }
+
+
+def _takes_media(profile):
+    """+me and +me.all instances hold the GPU's one set of media engines."""
+    return profile.name.endswith("+me") or profile.name.endswith("+me.all")
+
+
 # Compute instance profiles: id == index, slice count as in nvml.h.
 CI_SLICES = {
     _real.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE: 1,
@@ -176,9 +190,9 @@ class FakeMigNvml(FakeNvml):
             used.update(range(gi.start, gi.start + gi.size))
         same = [gi for gi in existing if gi.profile_id == profileId]
         slices = sum(self._index_of(mig, gi.profile_id)[1].slice_count for gi in existing)
-        media = [gi for gi in existing if self._index_of(mig, gi.profile_id)[1].name.endswith("+me")]
+        media = [gi for gi in existing if _takes_media(self._index_of(mig, gi.profile_id)[1])]
         if (wanted & used or max(wanted) >= memory or len(same) >= profile.instance_count
-                or slices + profile.slice_count > compute or (profile.name.endswith("+me") and media)):
+                or slices + profile.slice_count > compute or (_takes_media(profile) and media)):
             raise _error(_real.NVML_ERROR_INSUFFICIENT_RESOURCES)
         gi_id = min(i for i in range(1, 64) if i not in mig.gpu_instances)
         gi = FakeGpuInstance(gi_id, profileId, placement.start, size)

@@ -213,6 +213,47 @@ def no_gpu():
                     driver_version=None, cuda_driver_version=None, kernel_module_version=None)
 
 
+RTX_PRO_6000_PROFILES = [
+    # (profile index, id, name, slices, instances, memory MiB, SMs, placements)
+    (P.NVML_GPU_INSTANCE_PROFILE_1_SLICE, 14, "MIG 1g.24gb", 1, 4, 24064, 46, (0, 1, 2, 3)),
+    (P.NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX, 47, "MIG 1g.24gb+gfx", 1, 4, 24064, 46, (0, 1, 2, 3)),
+    (P.NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, 48, "MIG 1g.24gb-me", 1, 4, 24064, 46, (0, 1, 2, 3)),
+    (P.NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME, 49, "MIG 1g.24gb+me.all", 1, 1, 24064, 46, (0, 1, 2, 3)),
+    (P.NVML_GPU_INSTANCE_PROFILE_2_SLICE, 5, "MIG 2g.48gb", 2, 2, 48384, 94, (0, 2)),
+    (P.NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX, 35, "MIG 2g.48gb+gfx", 2, 2, 48384, 94, (0, 2)),
+    (P.NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME, 36, "MIG 2g.48gb-me", 2, 2, 48384, 94, (0, 2)),
+    (P.NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME, 37, "MIG 2g.48gb+me.all", 2, 1, 48384, 94, (0, 2)),
+    (P.NVML_GPU_INSTANCE_PROFILE_4_SLICE, 0, "MIG 4g.96gb", 4, 1, 97024, 188, (0,)),
+    (P.NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX, 32, "MIG 4g.96gb+gfx", 4, 1, 97024, 188, (0,)),
+]
+
+
+def rtx_pro_6000_mig():
+    """One RTX PRO 6000 Blackwell Server Edition, MIG enabled and empty: 4 slices, +gfx/-me/+me.all variants.
+
+    Not a recorded fixture; the live path's model of a GPU whose profile names carry attributes.
+    """
+    profiles = dict((index, FakeGpuInstanceProfile(
+        id=pid, name=name, slice_count=slices, instance_count=count, memory_mb=mem, multiprocessor_count=sms,
+        placements=placements, copy_engine_count=slices, decoder_count=0 if name.endswith("-me") else slices,
+        jpeg_count=slices, ofa_count=1 if name.endswith("+me.all") else 0))
+        for index, pid, name, slices, count, mem, sms, placements in RTX_PRO_6000_PROFILES)
+    mode = _nv.NVML_DEVICE_MIG_ENABLE
+    gpu = FakeGpu(
+        index=0, uuid=gpu_uuid("rtx-pro-6000/0"), name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        pci_bus_id="00000000:3B:00.0", pci_device_id=0x2BB510DE, pci_subsystem_id=0x204E10DE,
+        memory_total_mib=97887, memory_used_mib=0, serial="1794125%06d" % 4711,
+        board_part_number="900-2G153-0000-000", architecture=_nv.NVML_DEVICE_ARCH_BLACKWELL,
+        power_limit_mw=600000, power_draw_mw=75000, temperature_c=34,
+        temperature_thresholds=_thresholds(98, 95, 90),
+        ecc_mode=[_nv.NVML_FEATURE_ENABLED, _nv.NVML_FEATURE_ENABLED], ecc_errors=_no_ecc_errors(),
+        retired_pages=None, retired_pages_pending=None, remapped_rows=(0, 0, 0, 0),
+        clocks=_clocks(180, 180, 405), max_clocks=_clocks(2617, 2617, 14001),
+        nvlinks=None, fabric=None,
+        mig=FakeMig(current_mode=mode, pending_mode=mode, profiles=profiles, gpu_instances={}, max_mig_devices=4))
+    return FakeNode(name="rtx-pro-6000", gpus=[gpu], driver_version=DRIVER, cuda_driver_version=CUDA)
+
+
 NODES = {
     "dgx-a100": dgx_a100,
     "hgx-h100": hgx_h100,

@@ -57,12 +57,18 @@ def test_profile_of_another_model_is_named_in_the_error():
 
 def test_mig_on_unsupported_gpu_and_unknown_device_offline():
     node = facts(gpu(0, device_id="0x26B510DE", name="NVIDIA L40S", supported=False),
-                 gpu(1, device_id="0x2BB510DE", name="NVIDIA Future GPU"))
+                 gpu(1, device_id="0x2B8F10DE", name="NVIDIA Future GPU"))
     result = run(node, config(mig_enabled=True, mig_devices={"1g.10gb": 1}))
-    assert result["errors"][0] == ("config 'test' entry 1, GPU 0 (NVIDIA L40S, unknown MIG family): "
-                                   "MIG is not supported on this GPU, but the entry enables it")
-    assert "device id 0x2BB510DE is not in the MIG profile table" in result["errors"][1]
-    assert "cannot be validated offline" in result["errors"][1]
+    # devices: all skips the GPU without MIG (mig-parted's rule) and says so
+    assert result["notes"] == ["config 'test' entry 1, GPU 0 (NVIDIA L40S, unknown MIG family): "
+                               "skipped, the GPU does not support MIG"]
+    assert len(result["errors"]) == 1
+    assert "device id 0x2B8F10DE is not in the MIG profile table" in result["errors"][0]
+    assert "cannot be validated offline" in result["errors"][0]
+    # an explicit index that enables MIG on it is an error
+    result = run(node, config(devices=[0], mig_enabled=True, mig_devices={"1g.10gb": 1}))
+    assert result["errors"] == ["config 'test' entry 1, GPU 0 (NVIDIA L40S, unknown MIG family): "
+                                "MIG is not supported on this GPU, but the entry enables it for GPU index 0"]
     # disabling MIG needs no rules and is a no-op on a GPU without MIG
     result = run(node, config(mig_enabled=False))
     assert result["valid"] and not result["changed"]

@@ -165,3 +165,52 @@ def test_device_id_helpers():
     assert P.normalize_device_id("0x233010de") == "0x233010DE"
     assert P.strip_ci_prefix("1c.3g.40gb") == "3g.40gb"
     assert P.strip_ci_prefix("3g.40gb") == "3g.40gb"
+
+
+class _Info(object):
+    def __init__(self, name):
+        self.name = name
+
+
+@pytest.mark.parametrize("profile_id,name,expected", [
+    (P.GI_1_SLICE_GFX, b"MIG 1g.24gb+gfx", "1g.24gb+gfx"),
+    (P.GI_1_SLICE_GFX, b"MIG 1g.24gb", "1g.24gb+gfx"),          # a driver that leaves the suffix out
+    (P.GI_2_SLICE_NO_ME, "MIG 2g.48gb", "2g.48gb-me"),
+    (P.GI_1_SLICE_ALL_ME, "MIG 1g.24gb", "1g.24gb+me.all"),
+    (P.GI_1_SLICE_REV1, "MIG 1g.10gb+me", "1g.10gb+me"),
+    (P.GI_1_SLICE_REV2, "MIG 1g.20gb", "1g.20gb"),             # REV2 is a size, not an attribute
+    (P.GI_1_SLICE, "MIG 1g.10gb", "1g.10gb"),
+])
+def test_nvml_profile_names_carry_the_attribute_of_their_id(profile_id, name, expected):
+    assert P._nvml_profile_name(_Info(name), profile_id) == expected
+
+
+def test_new_gpus_nvidia_configs_name_are_in_the_table():
+    names = dict((device_id, P.family_for(device_id).name) for device_id in (
+        "0x232410DE", "0x20B610DE", "0x232910DE", "0x234810DE", "0x318210DE", "0x31C210DE", "0x2BB510DE"))
+    assert names == {"0x232410DE": "H100 80GB", "0x20B610DE": "PG506 96GB", "0x232910DE": "H100 96GB / GH200",
+                     "0x234810DE": "GH200 144GB HBM3e", "0x318210DE": "B300", "0x31C210DE": "GB300",
+                     "0x2BB510DE": "RTX PRO 6000 Blackwell 96GB"}
+    rtx = P.family_for("0x2BB510DE")
+    assert (rtx.compute_slices, rtx.memory_slices, rtx.max_instances) == (4, 4, 4)
+    assert P.check_layout(rtx, {"1g.24gb+gfx": 4}) == []
+    assert P.check_layout(rtx, {"1g.24gb-me": 2, "2g.48gb": 1}) == []
+    assert P.check_layout(rtx, {"1g.24gb+me.all": 1, "2g.48gb+me.all": 1}) == [
+        "2 +me instances exceed the 1 allowed on RTX PRO 6000 Blackwell 96GB "
+        "(one set of media engines, which +me and +me.all share)"]
+    assert P.check_layout(rtx, {"4g.96gb": 1, "1g.24gb": 1}) == [
+        "the layout needs 5 compute slices; RTX PRO 6000 Blackwell 96GB has 4",
+        "the layout needs 5 memory slices; RTX PRO 6000 Blackwell 96GB has 4"]
+    b300 = P.family_for("0x318210DE")
+    assert b300.profile("7g.269gb").memory_slices == 8 and b300.profile("1g.67gb").max_count == 4
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("1g.10gb", (1, 10, (), ())),
+    ("1g.24gb+gfx", (1, 24, ("gfx",), ())),
+    ("2g.48gb+me.all", (2, 48, ("me.all",), ())),
+    ("1g.24gb-me", (1, 24, (), ("me",))),
+    ("1g.10gb+me", (1, 10, ("me",), ())),
+])
+def test_parse_profile_name(name, expected):
+    assert P.parse_profile_name(name) == expected

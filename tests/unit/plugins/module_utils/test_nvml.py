@@ -523,7 +523,7 @@ def test_replay_accepts_the_whole_module_result(tmp_path, fixtures_dir):
     ("{not json", "is not JSON"),
     ('{"ansible_facts": {"other": 1}}', "not a recorded nvml_facts result"),
     ('[1, 2]', "not a recorded nvml_facts result"),
-    ('{"present": true, "gpu_count": 2, "gpus": []}', "gpu_count does not match"),
+    ('{"present": true, "gpu_count": 2, "gpus": []}', r"gpu_count \(2\) does not match the gpus list \(0\)"),
 ])
 def test_bad_replay_file_fails_clearly(tmp_path, content, message):
     path = tmp_path / "bad.json"
@@ -597,3 +597,29 @@ def test_init_failure_still_reports_the_installed_userspace_driver(tmp_path, cod
     facts = collector.collect(nvml, kernel_module_paths=(), library_globs=(str(tmp_path / "libnvidia-ml.so.*.*"),))
     assert facts["present"] is False and facts["driver_version"] == "570.172.08"
     assert facts["reboot_required"] is False
+
+
+# ---------------------------------------------------------------------------
+# reboot_required compares the whole version, not the branch
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel,user,differ", [
+    ("570.148.08", "570.172.08", True),    # minor
+    ("570.172.08", "570.172.09", True),    # patch
+    ("570.172", "570.172.08", True),       # a part missing
+    ("570.172.08", "570.172.08", False),
+    ("570.172.8", "570.172.08", False),    # the same build, written with a leading zero
+    ("550.127.05", "570.172.08", True),
+])
+def test_versions_differ_on_every_part(kernel, user, differ):
+    assert collector.versions_differ(kernel, user) is differ
+
+
+@pytest.mark.parametrize("kernel", ["570.148.08", "570.172.09"])
+def test_reboot_required_when_only_minor_or_patch_differs(tmp_path, kernel):
+    _nvml, facts = gather(l40s(), kernel=kernel + "\n", tmp_path=tmp_path)
+    assert facts["driver_version"] == "570.172.08"
+    assert facts["reboot_required"] is True
+    assert facts["reboot_reasons"] == [
+        "the loaded NVIDIA kernel module is %s but the user-space driver is 570.172.08: reboot (or reload the "
+        "nvidia modules) to finish the driver change" % kernel]

@@ -88,10 +88,22 @@ def test_invalid_layout_fails_with_every_problem(fixtures_dir):
     assert "nothing was changed" in result["msg"]
 
 
-def test_mig_on_l40s_is_refused(fixtures_dir):
+def test_mig_on_l40s_is_skipped_with_a_note_for_devices_all(fixtures_dir):
+    # mig-parted skips a GPU without MIG that "devices: all" selects
     result = run({"config": ALL_1G, "config_name": "mixed",
+                  "facts_file": str(fixtures_dir / "nvml" / "l40s.json")}, check=True)
+    assert result["changed"] is False and result["plan"]["valid"] is True
+    assert result["plan"]["notes"] == ["config 'mixed' entry 1, GPU 0 (NVIDIA L40S, unknown MIG family): "
+                                       "skipped, the GPU does not support MIG"]
+    assert result["plan"]["gpus"][0]["after"]["mig"] is None
+
+
+def test_mig_on_l40s_by_index_is_refused(fixtures_dir):
+    document = {"version": "v1", "mig-configs": {
+        "x": [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}]}}
+    result = run({"config": document, "config_name": "x",
                   "facts_file": str(fixtures_dir / "nvml" / "l40s.json")}, check=True, expect=FailJson)
-    assert "MIG is not supported on this GPU" in result["errors"][0]
+    assert "MIG is not supported on this GPU, but the entry enables it for GPU index 0" in result["errors"][0]
 
 
 def test_no_gpu_fixture_is_an_error(fixtures_dir):
@@ -112,7 +124,8 @@ def test_bad_config_and_bad_files(tmp_path, fixtures_dir):
     result = run({"config": ALL_1G, "config_name": "off", "facts_file": str(broken)}, expect=FailJson)
     assert "not a recorded nvml_facts result" in result["msg"]
     result = run({"config_file": str(tmp_path / "missing.yaml"), "config_name": "off"}, expect=FailJson)
-    assert result["msg"] == "MIG config file %s does not exist" % (tmp_path / "missing.yaml")
+    assert result["msg"] == ("cannot read config_file %s: it does not exist; nothing was changed"
+                             % (tmp_path / "missing.yaml"))
 
 
 def test_config_file_in_mig_parted_yaml(tmp_path, fixtures_dir):
@@ -233,3 +246,37 @@ def test_reset_refusal_and_missing_tool_raise_reset_blocked():
     with pytest.raises(mig_apply.ResetBlocked) as err:
         nvidia_mig.nvidia_smi_reset(FakeModule(None, 0))(0, {})
     assert str(err.value) == "nvidia-smi is not installed"
+
+
+# -- live, profiles with attributes (+gfx, -me, +me.all) -------------------------------
+
+RTX_PRO = {"version": "v1", "mig-configs": {
+    "all-1g.24gb.gfx": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb+gfx": 4}}],
+    "mixed-attrs": [{"devices": "all", "mig-enabled": True,
+                     "mig-devices": {"2g.48gb+me.all": 1, "1g.24gb-me": 2}}],
+    "two-me-all": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb+me.all": 2}}],
+}}
+
+
+def test_live_rules_read_attribute_profiles_from_nvml(live):
+    live(nvml_nodes.rtx_pro_6000_mig())
+    result = run({"config": RTX_PRO, "config_name": "mixed-attrs"}, check=True)
+    gpu0 = result["plan"]["gpus"][0]
+    assert gpu0["rules"] == "nvml" and gpu0["family"] == "RTX PRO 6000 Blackwell 96GB"
+    assert gpu0["create"] == [{"profile": "2g.48gb+me.all", "start": 0, "size": 2},
+                              {"profile": "1g.24gb-me", "start": 2, "size": 1},
+                              {"profile": "1g.24gb-me", "start": 3, "size": 1}]
+    result = run({"config": RTX_PRO, "config_name": "two-me-all"}, check=True, expect=FailJson)
+    assert result["errors"] == ["config 'two-me-all' entry 1, GPU 0 (NVIDIA RTX PRO 6000 Blackwell Server Edition, "
+                                "RTX PRO 6000 Blackwell 96GB): 1g.24gb+me.all x2 exceeds the 1 allowed on "
+                                "RTX PRO 6000 Blackwell 96GB"]
+
+
+def test_live_apply_creates_gfx_instances_with_their_own_profile_id(live):
+    fake = live(nvml_nodes.rtx_pro_6000_mig())
+    result = run({"config": RTX_PRO, "config_name": "all-1g.24gb.gfx", "clients_stopped": True})
+    assert result["changed"] is True
+    created = [entry for entry in fake.log if entry[0] == "create_gi"]
+    assert [(name, start) for _op, _gpu, _gi, name, start in created] == [("MIG 1g.24gb+gfx", s) for s in range(4)]
+    again = run({"config": RTX_PRO, "config_name": "all-1g.24gb.gfx", "clients_stopped": True})
+    assert again["changed"] is False
