@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles, nvml
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_mig
-from support.module_args import ExitJson, patch_module_args
+from support.module_args import ExitJson, FailJson, patch_module_args
 
 pytestmark = pytest.mark.usefixtures("module_exits")
 
@@ -96,3 +96,49 @@ def test_offline_plan_equals_the_plan_made_on_the_gpu(recorded, shared_reference
             nvidia_mig.main()
     offline = err.value.args[0]
     assert _essentials(offline) == _essentials(live)
+
+
+def _offline_essentials(result, failed):
+    if failed:
+        return {"failed": True, "msg": result["msg"]}
+    gpus = [dict((k, g.get(k)) for k in ("index", "mode", "set_mode", "reset_required", "create",
+                                         "destroy", "after", "changed"))
+            for g in result["plan"]["gpus"]]
+    return {"changed": result["changed"], "valid": result["plan"]["valid"], "gpus": gpus,
+            "k8s_resources": result["k8s_resources"], "notes": result["plan"].get("notes"),
+            "warnings": result["plan"].get("warnings")}
+
+
+def _live_cases():
+    from conftest import FIXTURES
+    recorded = json.loads((FIXTURES / "hardware" / H100 / "mig-plans-nvidia-configs.json").read_text())
+    return [(name, config, want) for name, configs in sorted(recorded.items())
+            for config, want in sorted(configs.items())]
+
+
+LIVE_CASES = _live_cases()
+
+
+def test_every_nvidia_config_was_planned_on_the_gpu():
+    files = set(name for name, _config, _want in LIVE_CASES)
+    assert len(files) == 6 and len(LIVE_CASES) == 254
+    assert sum(1 for _n, _c, want in LIVE_CASES if not want.get("failed")) == 54
+    assert all(g["rules"] == "nvml" for _n, _c, want in LIVE_CASES for g in want.get("gpus", []))
+
+
+@pytest.mark.parametrize("name,config_name,live", LIVE_CASES,
+                         ids=["%s:%s" % (n, c) for n, c, _w in LIVE_CASES])
+def test_offline_plan_of_every_nvidia_config_equals_the_gpu(recorded, shared_reference, name,
+                                                            config_name, live):
+    """Every config of every file NVIDIA ships (../shared/reference/mig-parted), planned in
+    check mode on the H100 through NVML, and planned offline from the recorded facts and
+    the offline table: the same instances, placements, resources, notes and errors."""
+    args = {"config_file": str(shared_reference / "mig-parted" / name), "config_name": config_name,
+            "facts_file": str(recorded / "nvml_facts.json"), "_ansible_check_mode": True}
+    with patch_module_args(args):
+        with pytest.raises((ExitJson, FailJson)) as err:
+            nvidia_mig.main()
+    want = dict(live, gpus=[dict((k, v) for k, v in g.items() if k != "rules") for g in live.get("gpus", [])])
+    if not live.get("gpus"):
+        want.pop("gpus")
+    assert _offline_essentials(err.value.args[0], err.type is FailJson) == want
