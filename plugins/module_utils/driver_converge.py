@@ -14,8 +14,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
 import re
+import stat
 import tempfile
 
 from ansible_collections.gpuops.platform.plugins.module_utils import driver_host as host_mod
@@ -35,6 +37,30 @@ APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
 APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
 APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades"] + APT_LOCK + [
     "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+
+
+MAX_FILE_SIZE = 16 * 1024 * 1024  # the largest of these files is a few KiB
+
+
+def _why(exc):
+    """The OS reason behind an exception (atomic_move chains it), with what to check."""
+    cause = exc
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return str(exc)
+    hint = {errno.EPERM: "is it immutable (lsattr)?", errno.EACCES: "check its permissions and the user",
+            errno.EROFS: "the filesystem is read-only"}.get(cause.errno, "")
+    return "%s%s" % (cause.strerror or cause, ("; " + hint) if hint else "")
+
+
+def _printable(text):
+    """Diff text that JSON can carry: undecodable bytes shown as U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _redacted(text):
+    return _printable(pk.redact(text))
 
 
 class DriverError(Exception):
@@ -58,6 +84,7 @@ class Converger(object):
         self.packages_changed = False  # the driver itself changed (not just a file around it)
         self._installed_cache = None
         self.held = []
+        self._key = None  # a local mirror key, read before anything is written
 
     # -- plumbing --------------------------------------------------------
     def _p(self, path):
@@ -77,44 +104,105 @@ class Converger(object):
         return rc, out, err
 
     def _read(self, path):
-        try:
-            with open(self._p(path)) as handle:
-                return handle.read()
-        except (IOError, OSError):
-            return None
+        """A file's text (undecodable bytes kept through surrogateescape), None when it does not exist.
 
-    def ensure_file(self, path, content, mode=0o644, what=None):
-        """Write ``content`` atomically when it differs; None content removes the file."""
+        Anything else in its place (a directory, a FIFO) is an error, before anything is changed.
+        """
+        full = self._p(path)
+        try:
+            st = os.stat(full)  # follows a symlink: the file read is the link's target
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return None
+            raise DriverError("cannot read %s: %s" % (path, exc.strerror))
+        if stat.S_ISDIR(st.st_mode):
+            raise DriverError("%s is a directory, not a file: move it away so the module can write the file" % path)
+        if not stat.S_ISREG(st.st_mode):
+            raise DriverError("%s is not a regular file (a device, socket or FIFO): move it away so the module "
+                              "can write the file" % path)
+        if st.st_size > MAX_FILE_SIZE:
+            raise DriverError("%s is %d bytes, more than the %d this file can sensibly hold: check what wrote it"
+                              % (path, st.st_size, MAX_FILE_SIZE))
+        try:
+            with open(full, "rb") as handle:
+                data = handle.read()
+        except (IOError, OSError) as exc:
+            raise DriverError("cannot read %s: %s" % (path, exc.strerror))
+        return data.decode("utf-8", "surrogateescape")
+
+    def ensure_file(self, path, content, mode=0o644, what=None, secret=False):
+        """Make ``path`` hold ``content``; None removes it. Returns whether it changed (or would).
+
+        A file that exists keeps its mode, owner and SELinux context (module.atomic_move); a new one gets
+        ``mode``. A symlink is written through to its target, like ansible.builtin.copy with follow.
+        A ``secret`` file is kept at mode 0600 and shown redacted in the diff.
+        """
         before = self._read(path)
-        if before == content:
+        mode_fix = secret and content is not None and before is not None and self._too_open(path, mode)
+        if before == content and not mode_fix:
             return False
         if content is None and before is None:
             return False
+        show = _redacted if secret else _printable
         self.diffs.append({"before_header": path if before is not None else "/dev/null",
                            "after_header": path if content is not None else "/dev/null",
-                           "before": before or "", "after": content or ""})
+                           "before": show(before or ""), "after": show(content or "")})
+        full = self._p(path)
+        self._check_writable(path, full if content is None else os.path.realpath(full))
         self.changed = True
         self.actions.append(what or ("remove %s" % path if content is None else "write %s" % path))
         if self.check:
             return True
-        full = self._p(path)
         if content is None:
-            os.unlink(full)
+            try:
+                os.unlink(full)  # a symlink goes, its target stays
+            except OSError as exc:
+                raise DriverError("cannot remove %s: %s" % (path, _why(exc)))
             return True
-        directory = os.path.dirname(full)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpuops-")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(content)
-            os.chmod(tmp, mode)
-            os.replace(tmp, full)
-        except Exception:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        self._write(path, os.path.realpath(full), content.encode("utf-8", "surrogateescape"), mode, secret)
         return True
+
+    def _check_writable(self, path, real):
+        """Refuse, in check mode too, a file that cannot be replaced (immutable, read-only, not ours)."""
+        if os.path.lexists(real) and not os.access(real, os.W_OK, follow_symlinks=False):
+            raise DriverError("cannot write %s: it is read-only (mode %s%s): make it writable or leave the "
+                              "option that manages it off" % (
+                                  path, oct(os.lstat(real).st_mode & 0o7777),
+                                  ", or immutable: lsattr" if os.geteuid() == 0 else ""))
+        parent = os.path.dirname(real)
+        while not os.path.isdir(parent) and os.path.dirname(parent) != parent:
+            parent = os.path.dirname(parent)
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise DriverError("cannot write %s: directory %s is not writable" % (path, parent))
+
+    def _too_open(self, path, mode):
+        return bool(os.stat(self._p(path)).st_mode & 0o777 & ~mode)
+
+    def _write(self, path, real, data, mode, secret):
+        directory = os.path.dirname(real)
+        tmp = None
+        try:
+            if not os.path.isdir(directory):
+                os.makedirs(directory, 0o755)
+            exists = os.path.exists(real)
+            if exists and secret and self._too_open(path, mode):
+                os.chmod(real, mode)  # before the secret goes in
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpuops-")  # mode 0600 while it is written
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            # A new file gets exactly ``mode``: atomic_move creates with 0666 & ~umask.
+            umask = None if exists else os.umask(0o777 & ~mode)
+            try:
+                self.module.atomic_move(tmp, real)
+            finally:
+                if umask is not None:
+                    os.umask(umask)
+            tmp = None
+        except Exception as exc:  # atomic_move raises plain Exception with the OSError as its cause
+            raise DriverError("cannot write %s: %s" % (path, _why(exc)))
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
 
     def unit_exists(self, name):
         return any(os.path.exists(self._p(os.path.join(d, name + ".service")))
@@ -234,8 +322,17 @@ class Converger(object):
             source = repo["key_source"]
             # A key URL is fetched once; a rotated key is a new mirror_gpgkey value or file.
             if not (source.startswith(("http://", "https://")) and self._read(repo["key_path"]) is not None):
-                changed |= self.ensure_file(repo["key_path"], self.key_text(source))
-        changed |= self.ensure_file(repo["path"], repo["content"])
+                changed |= self.ensure_file(repo["key_path"], self._key or self.key_text(source))
+        if repo["kind"] == "apt":
+            # Credentials live apart from the world-readable list; none set removes our old entry.
+            changed |= self.ensure_file(repo["auth_path"], repo["auth_content"], mode=0o600, secret=True)
+        changed |= self.ensure_file(repo["path"], repo["content"], mode=0o600 if repo.get("secret") else 0o644,
+                                    secret=repo.get("secret", False))
+        if self.spec["mirror_trusted"]:
+            self.warnings.append(
+                "mirror_trusted is set: packages from %s are installed WITHOUT signature checks; anyone who can "
+                "change the mirror or the network path to it can run code as root on this node. Set mirror_gpgkey "
+                "instead" % repo["repo_url"])
         return changed
 
     def download(self, url):
@@ -249,18 +346,45 @@ class Converger(object):
         return path
 
     def key_text(self, source):
-        """A mirror key given as a path on the node or an http(s) URL (ASCII armored)."""
+        """A mirror key given as a path on the node or an http(s) URL, ASCII armored."""
         if source.startswith(("http://", "https://")):
             path = self.download(source)
             try:
-                with open(path) as handle:
-                    return handle.read()
+                with open(path, "rb") as handle:
+                    text = handle.read().decode("utf-8", "surrogateescape")
             finally:
                 os.unlink(path)
-        text = self._read(source[len("file://"):] if source.startswith("file://") else source)
-        if text is None:
-            raise DriverError("mirror_gpgkey %s does not exist on the node" % source)
+        else:
+            try:
+                text = self._read(source[len("file://"):] if source.startswith("file://") else source)
+            except DriverError as exc:
+                raise DriverError("mirror_gpgkey: %s" % exc)
+            if text is None:
+                raise DriverError("mirror_gpgkey %s does not exist on the node" % source)
+        if "-----BEGIN PGP PUBLIC KEY BLOCK-----" not in text:
+            raise DriverError("mirror_gpgkey %s is not an ASCII-armored OpenPGP public key (no -----BEGIN PGP "
+                              "PUBLIC KEY BLOCK----- line): export it with gpg --armor --export" % source)
         return text
+
+    def _check_input_file(self, option, path, todo):
+        full = self._p(path)
+        if os.path.isdir(full):
+            raise DriverError("%s %s is a directory, not a file: point %s at the file" % (option, path, option))
+        if not os.path.isfile(full):
+            raise DriverError("%s %s does not exist on the node: %s" % (option, path, todo))
+
+    def _check_targets(self):
+        """Every file this run may write must be a file (or absent) before anything changes."""
+        paths = [BLACKLIST_PATH, DKMS_MOK_PATH]
+        if self.spec["family"] == "deb":
+            paths += [APT_PIN_PATH, UU_PATH]
+        else:
+            paths += [VERSIONLOCK_PATH, DNF_AUTOMATIC_PATH, DNF_MODULE_PATH]
+        repo = pk.repository(self.spec) if self.spec["state"] != "absent" else None
+        if repo and repo["kind"] != "apt-keyring":
+            paths += [p for p in (repo["path"], repo.get("key_path"), repo.get("auth_path")) if p]
+        for path in paths:
+            self._read(path)
 
     # -- the run ---------------------------------------------------------
     def execute(self):
@@ -270,13 +394,17 @@ class Converger(object):
         except pk.DriverSpecError as exc:
             raise DriverError(str(exc))
         spec = self.spec
-        if spec["source"] == "runfile" and not os.path.isfile(self._p(spec["runfile"])):
-            raise DriverError("runfile %s does not exist on the node: copy NVIDIA's installer there first"
-                              % spec["runfile"])
+        self._check_targets()
+        if spec["source"] == "runfile":
+            self._check_input_file("runfile", spec["runfile"], "copy NVIDIA's installer there first")
         for key in ("mok_signing_key", "mok_certificate"):
-            if params.get(key) and not os.path.isfile(self._p(params[key])):
-                raise DriverError("%s %s does not exist on the node: create and enroll the MOK key first "
-                                  "(mokutil --import), then point %s at it" % (key, params[key], key))
+            if params.get(key):
+                self._check_input_file(key, params[key], "create and enroll the MOK key first (mokutil --import), "
+                                                         "then point %s at it" % key)
+        key = spec["mirror_gpgkey"]
+        if (spec["source"] == "mirror" and spec["family"] == "deb" and key and not spec["mirror_trusted"]
+                and not key.startswith(("http://", "https://"))):
+            self._key = self.key_text(key)  # a bad local key fails here, before any file is written
         fabric = params.get("fabricmanager")
         if fabric in (None, "auto"):
             fabric = bool(host["nvswitches"]) or bool(params.get("nvswitch_count"))

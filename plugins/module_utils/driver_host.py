@@ -35,12 +35,17 @@ def _path(root, rel):
     return os.path.join(root or "/", rel.lstrip("/"))
 
 
+MAX_READ = 1024 * 1024  # every file probed here is a few lines long
+
+
 def _read(root, rel, binary=False):
+    """A file's content, None when it cannot be read; bytes that are not UTF-8 become U+FFFD."""
     try:
-        with open(_path(root, rel), "rb" if binary else "r") as handle:
-            return handle.read()
+        with open(_path(root, rel), "rb") as handle:
+            data = handle.read(MAX_READ)
     except (IOError, OSError):
         return None
+    return data if binary else data.decode("utf-8", "replace")
 
 
 def os_release(root="/"):
@@ -145,8 +150,8 @@ def kernel_headers_present(kernel, root="/"):
 
 def _pci_attr(dev_dir, name):
     try:
-        with open(os.path.join(dev_dir, name)) as handle:
-            return handle.read().strip().lower()
+        with open(os.path.join(dev_dir, name), "rb") as handle:
+            return handle.read(256).decode("ascii", "replace").strip().lower()
     except (IOError, OSError):
         return None
 

@@ -32,6 +32,8 @@ __metaclass__ = type
 import os
 import re
 
+from shlex import quote as shell_quote
+
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 MANAGED_MARK = "Managed by gpuops.platform.nvidia_driver"
 
@@ -73,13 +75,137 @@ RPM_DRIVER_REGEX = (
     r"kmod-nvidia|libnvidia-(?!container)|xorg-x11-nvidia|cuda-drivers)"
 )
 
-_BRANCH = re.compile(r"^\d{3}$")
-_VERSION = re.compile(r"^(\d{3})\.\d{1,3}(\.\d{1,3})?$")
+_BRANCH = re.compile(r"^\d{3}\Z")
+_VERSION = re.compile(r"^(\d{3})\.\d{1,3}(\.\d{1,3})?\Z")
 _RUNFILE = re.compile(r"NVIDIA-Linux-(x86_64|aarch64)-(\d{3}\.\d{1,3}(?:\.\d{1,3})?)\.run$")
 
 
 class DriverSpecError(ValueError):
     """The requested driver cannot be planned; the message says what to change."""
+
+
+# -- validation of every value that reaches a file or a command line ------------
+
+MAX_VALUE_LEN = 4096  # PATH_MAX; nothing this module writes needs a longer value
+APT_AUTH_PATH = "/etc/apt/auth.conf.d/gpuops-nvidia-mirror.conf"
+DNF_MIRROR_PATH = "/etc/yum.repos.d/gpuops-nvidia-mirror.repo"
+# C0 and C1 control characters, DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile(u"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SPACE = re.compile(r"\s")
+# Characters bash still expands inside double quotes: dkms sources its framework
+# files, then sources again a copy with each value re-emitted in double quotes.
+_DKMS_UNSAFE = re.compile(r"[$`\"\\]")
+_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
+_URL_SCHEMES = ("http://", "https://", "file:")
+
+
+def _describe(value, match):
+    char = match.group(0)
+    kind = "whitespace" if _SPACE.match(char) and not _CONTROL.match(char) else "a control character"
+    if char in "\n\r":
+        kind = "a line break"
+    return "%s (%r at position %d)" % (kind, char, match.start())
+
+
+def check_text(name, value, where, spaces=False, secret=False):
+    """Reject a value that could break out of the line or file it is written to.
+
+    ``where`` says what reads the value, for the message. A ``secret`` value is
+    never quoted back.
+    """
+    if not isinstance(value, str):
+        raise DriverSpecError("%s must be a string, got %s" % (name, type(value).__name__))
+    if not value:
+        raise DriverSpecError("%s is empty: set a value or leave the option out" % name)
+    try:
+        value.encode("utf-8")
+    except UnicodeError:
+        raise DriverSpecError("%s is not valid UTF-8 text: %s cannot hold it" % (name, where))
+    if len(value) > MAX_VALUE_LEN:
+        raise DriverSpecError("%s is %d characters long, more than the %d that %s can take"
+                              % (name, len(value), MAX_VALUE_LEN, where))
+    match = _CONTROL.search(value) or (None if spaces else _SPACE.search(value))
+    if match:
+        what = "whitespace or a control character" if secret else _describe(value, match)
+        raise DriverSpecError("%s contains %s, which would change %s: remove it" % (name, what, where))
+    return value
+
+
+def _userinfo(url):
+    """Whether a URL carries user[:password]@ before its host."""
+    rest = url.split("://", 1)[1] if "://" in url else url[len("file:"):] if url.startswith("file:") else url
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    return "@" in authority
+
+
+def check_url(name, value, where, family):
+    check_text(name, value, where)
+    if _userinfo(value):
+        # Do not echo the value: it holds the credentials.
+        raise DriverSpecError(
+            "%s must not carry credentials (user:password@host): %s is world-readable. Set mirror_username and "
+            "mirror_password instead; they go to %s with mode 0600" % (
+                name, where, APT_AUTH_PATH if family == "deb" else DNF_MIRROR_PATH))
+    if not value.startswith(_URL_SCHEMES):
+        raise DriverSpecError("%s %r is not an http://, https:// or file: URL" % (name, value))
+    if family == "rpm" and "," in value:
+        raise DriverSpecError("%s %r contains a comma, which dnf reads as a second URL: remove it" % (name, value))
+    return value
+
+
+def check_path(name, value, where, shell=False):
+    check_text(name, value, where)
+    if not value.startswith("/"):
+        raise DriverSpecError("%s %r is not an absolute path: give the full path on the node" % (name, value))
+    if shell and _DKMS_UNSAFE.search(value):
+        raise DriverSpecError("%s %r contains $, `, \" or \\, which %s would expand: rename the file"
+                              % (name, value, where))
+    return value
+
+
+def validate(params, family):
+    """Check every free-text option before anything is planned; messages name the option."""
+    if params.get("mirror_url") is not None:
+        where = "the apt source list" if family == "deb" else "the dnf .repo file"
+        check_url("mirror_url", params["mirror_url"], where, family)
+    key = params.get("mirror_gpgkey")
+    if key is not None:
+        if key.startswith(("http://", "https://")):
+            check_url("mirror_gpgkey", key, "the dnf .repo file" if family == "rpm" else "the key download", family)
+        else:
+            check_path("mirror_gpgkey", key[len("file://"):] if key.startswith("file://") else key,
+                       "the dnf .repo file" if family == "rpm" else "the key path")
+            if family == "rpm" and "," in key:
+                raise DriverSpecError("mirror_gpgkey %r contains a comma, which dnf reads as a second key" % key)
+    if params.get("mirror_suite") is not None:
+        check_text("mirror_suite", params["mirror_suite"], "the apt source list")
+    for index, component in enumerate(params.get("mirror_components") or []):
+        check_text("mirror_components[%d]" % index, component, "the apt source list")
+    user, password = params.get("mirror_username"), params.get("mirror_password")
+    if user is not None or password is not None:
+        if user is None or password is None:
+            raise DriverSpecError("mirror_username and mirror_password go together: set both or neither")
+        target = APT_AUTH_PATH if family == "deb" else DNF_MIRROR_PATH
+        check_text("mirror_username", user, target)
+        check_text("mirror_password", password, target, secret=True)
+        if (params.get("source") or "cuda") != "mirror":
+            raise DriverSpecError("mirror_username and mirror_password are for source=mirror only")
+        if not (params.get("mirror_url") or "").startswith(("http://", "https://")):
+            raise DriverSpecError("mirror_username and mirror_password need an http:// or https:// mirror_url")
+    for name in ("mok_signing_key", "mok_certificate"):
+        if params.get(name) is not None:
+            check_path(name, params[name], "/etc/dkms/framework.conf.d (sourced by bash)", shell=True)
+    if params.get("runfile") is not None:
+        check_path("runfile", params["runfile"], "the installer command line")
+    if params.get("dcgm_package") is not None:
+        name = params["dcgm_package"]
+        check_text("dcgm_package", name, "the package manager command line")
+        if not _PACKAGE_NAME.match(name):
+            raise DriverSpecError("dcgm_package %r is not a package name (letters, digits, . _ + -, not starting "
+                                  "with -)" % name)
+    for name in ("branch", "version"):
+        if params.get(name) is not None and not isinstance(params[name], (str, int)):
+            raise DriverSpecError("%s must be a string, got %s" % (name, type(params[name]).__name__))
 
 
 def upstream_version(pkg_version):
@@ -124,12 +250,16 @@ def normalize(params, distro, arch):
                               % (distro_id, distro.get("version"), ", ".join(sorted(versions))))
     if arch not in REPO_ARCH:
         raise DriverSpecError("unsupported architecture %r: supported are x86_64 and aarch64" % arch)
+    family = "deb" if distro_id in DEB_FAMILY else "rpm"
+    validate(params, family)
 
     version = params.get("version")
     branch = params.get("branch")
     runfile = params.get("runfile")
+    if branch is not None and not _BRANCH.match(str(branch)):
+        raise DriverSpecError("branch %r is not a driver branch: use the major version such as '570'" % (branch,))
     if version is not None:
-        version = str(version).strip()
+        version = str(version)
         match = _VERSION.match(version)
         if not match:
             raise DriverSpecError(
@@ -154,7 +284,7 @@ def normalize(params, distro, arch):
                 "cannot tell the driver version from the runfile name %s: set version" % runfile)
     if branch is None:
         raise DriverSpecError("set branch (e.g. '570') or version (e.g. '570.172.08')")
-    branch = str(branch).strip()
+    branch = str(branch)
     if not _BRANCH.match(branch):
         raise DriverSpecError("branch %r is not a driver branch: use the major version such as '570'" % branch)
 
@@ -162,10 +292,15 @@ def normalize(params, distro, arch):
         raise DriverSpecError("source=mirror needs mirror_url (http(s):// or file: URL of a copy of NVIDIA's repository)")
     if source == "distro" and distro_id not in ("ubuntu", "debian"):
         raise DriverSpecError("source=distro is for Ubuntu and Debian; on %s use source=cuda or mirror" % distro_id)
+    if (source == "mirror" and family == "rpm" and not params.get("mirror_gpgkey")
+            and not params.get("mirror_trusted")):
+        raise DriverSpecError(
+            "source=mirror on %s needs mirror_gpgkey (the mirror's signing key, a path on the node or a URL) so dnf "
+            "checks package signatures; to install unsigned packages anyway, set mirror_trusted: true" % distro_id)
 
     return {
         "distro": distro_id,
-        "family": "deb" if distro_id in DEB_FAMILY else "rpm",
+        "family": family,
         "release": key,
         "repo_dir": versions[key],
         "arch": arch,
@@ -181,6 +316,8 @@ def normalize(params, distro, arch):
         "mirror_trusted": bool(params.get("mirror_trusted")),
         "mirror_suite": params.get("mirror_suite") or "/",
         "mirror_components": list(params.get("mirror_components") or []),
+        "mirror_username": params.get("mirror_username"),
+        "mirror_password": params.get("mirror_password"),
     }
 
 
@@ -218,6 +355,7 @@ def repository(spec):
                 "content": content, "repo_url": base}
     # mirror
     url = spec["mirror_url"]
+    user, password = spec.get("mirror_username"), spec.get("mirror_password")
     if family == "deb":
         key_path = None
         options = []
@@ -233,13 +371,44 @@ def repository(spec):
         content = "# %s: NVIDIA driver mirror\n%s\n" % (MANAGED_MARK, line)
         return {"kind": "apt", "path": "/etc/apt/sources.list.d/gpuops-nvidia-mirror.list",
                 "content": content, "key_source": spec["mirror_gpgkey"] if key_path else None,
-                "key_path": key_path, "repo_url": url}
-    gpg = "gpgcheck=0\n" if spec["mirror_trusted"] or not spec["mirror_gpgkey"] else (
-        "gpgcheck=1\ngpgkey=%s\n" % spec["mirror_gpgkey"])
-    content = ("# %s\n[gpuops-nvidia-mirror]\nname=NVIDIA driver mirror\nbaseurl=%s\nenabled=1\n%s"
-               % (MANAGED_MARK, url, gpg))
-    return {"kind": "dnf", "path": "/etc/yum.repos.d/gpuops-nvidia-mirror.repo", "content": content,
-            "repo_url": url}
+                "key_path": key_path, "repo_url": url,
+                "auth_path": APT_AUTH_PATH,
+                "auth_content": apt_auth(url, user, password) if user is not None else None}
+    if spec["mirror_trusted"]:
+        gpg = "gpgcheck=0\n"
+    else:
+        key = spec["mirror_gpgkey"]
+        if key.startswith("/"):
+            key = "file://" + key  # dnf takes key URLs only
+        gpg = "gpgcheck=1\ngpgkey=%s\n" % key
+    auth = "username=%s\npassword=%s\n" % (user, password) if user is not None else ""
+    content = ("# %s\n[gpuops-nvidia-mirror]\nname=NVIDIA driver mirror\nbaseurl=%s\nenabled=1\n%s%s"
+               % (MANAGED_MARK, url, gpg, auth))
+    return {"kind": "dnf", "path": DNF_MIRROR_PATH, "content": content, "repo_url": url,
+            "secret": bool(auth)}
+
+
+def apt_auth(url, user, password):
+    """An apt_auth.conf(5) entry for the mirror: ``machine`` is host[:port]/path.
+
+    Without a protocol apt matches the entry for https only, so an http mirror
+    names its protocol.
+    """
+    scheme, rest = url.split("://", 1)
+    machine = rest.rstrip("/")
+    if scheme != "https":
+        machine = "%s://%s" % (scheme, machine)
+    return "# %s: NVIDIA driver mirror\nmachine %s\nlogin %s\npassword %s\n" % (MANAGED_MARK, machine, user, password)
+
+
+# dnf: "password=" up to the end of the line; apt_auth.conf: the token after "password".
+_SECRET_INI = re.compile(r"^(\s*password\s*=).*$", re.MULTILINE | re.IGNORECASE)
+_SECRET_NETRC = re.compile(r"(\bpassword\s+)(?!\*{8}\b)\S+")
+
+
+def redact(text):
+    """A credential file's text with every password replaced, for the diff."""
+    return _SECRET_NETRC.sub(r"\g<1>********", _SECRET_INI.sub(r"\g<1>********", text or ""))
 
 
 def dcgm_package(spec):
@@ -465,8 +634,12 @@ def nouveau_blacklist():
 
 
 def dkms_mok_config(key, cert):
-    """DKMS framework config that signs every built module with the given MOK."""
-    return "# %s\nmok_signing_key=%s\nmok_certificate=%s\n" % (MANAGED_MARK, key, cert)
+    """DKMS framework config that signs every built module with the given MOK.
+
+    dkms sources the file with bash: both paths are shell-quoted (validate()
+    has already refused the characters its second, double-quoted pass expands).
+    """
+    return "# %s\nmok_signing_key=%s\nmok_certificate=%s\n" % (MANAGED_MARK, shell_quote(key), shell_quote(cert))
 
 
 def runfile_command(spec):

@@ -13,8 +13,36 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+import re
+
 from ansible_collections.gpuops.platform.plugins.module_utils import driver_host
 from ansible_collections.gpuops.platform.plugins.module_utils import driver_packages as pk
+
+_DRIVER = re.compile(r"^\d{3}(\.\d{1,3}(\.\d{1,3})?)?\Z")
+
+
+class PreflightParamError(ValueError):
+    """A parameter the preflight cannot use; the message names it."""
+
+
+def validate(params):
+    """Refuse parameters that make no sense, before anything is probed."""
+    for index, path in enumerate(params.get("disk_paths") or []):
+        name = "disk_paths[%d]" % index
+        try:
+            pk.check_text(name, path, "the free space check")
+        except pk.DriverSpecError as exc:
+            raise PreflightParamError(str(exc))
+        if not path.startswith("/"):
+            raise PreflightParamError("%s %r is not an absolute path" % (name, path))
+    for name in ("min_free_mib", "expected_nvswitches"):
+        if params.get(name) is not None and params[name] < 0:
+            raise PreflightParamError("%s is %d: it cannot be negative" % (name, params[name]))
+    wanted = params.get("expected_driver")
+    if wanted is not None and not _DRIVER.match(wanted):
+        raise PreflightParamError("expected_driver %r is not a driver branch or version: use '570' or '570.172.08'"
+                                  % wanted[:100])
 
 
 def os_supported(distro):
@@ -51,6 +79,8 @@ def evaluate(facts, params):
                         "and allow it here, or turn Secure Boot off")
     elif facts["secure_boot"]:
         warnings.append("Secure Boot is enabled: the driver module must be signed with an enrolled MOK key")
+    for path in facts.get("missing_paths", []):
+        problems.append("disk_paths entry %s does not exist on the node: fix disk_paths" % path)
     for item in facts["free_space"]:
         if item["free_mib"] < params["min_free_mib"]:
             problems.append("only %d MiB free on %s, %d MiB needed for the driver and DKMS builds"
@@ -68,9 +98,12 @@ def evaluate(facts, params):
 def run(params, root="/"):
     facts = driver_host.probe(root)
     facts["free_space"] = driver_host.free_space_mib(params["disk_paths"], root)
+    facts["missing_paths"] = [path for path in params["disk_paths"]
+                              if not os.path.exists(os.path.join(root, path.lstrip("/")))]
     problems, warnings = evaluate(facts, params)
     facts["problems"] = problems
     facts["warnings_list"] = warnings
     facts["ok"] = not problems
     facts["os_supported"] = os_supported(facts["distro"])
+    facts.pop("missing_paths")
     return facts

@@ -46,7 +46,9 @@ options:
     type: int
     default: 2048
   disk_paths:
-    description: Paths whose filesystems must have O(min_free_mib) free.
+    description:
+      - Absolute paths whose filesystems must have O(min_free_mib) free.
+      - A path that does not exist is reported in RV(problems).
     type: list
     elements: str
     default: [/, /var, /usr]
@@ -54,7 +56,8 @@ options:
     description: Number of NVSwitches the node must have (HGX/DGX baseboards); unset means any.
     type: int
   expected_driver:
-    description: Wanted driver branch or version; a loaded nvidia module of another one is reported.
+    description:
+      - Wanted driver branch (V(570)) or version (V(570.172.08)); a loaded nvidia module of another one is reported.
     type: str
   fail_on_nouveau:
     description: Treat a loaded nouveau as a problem (by default a warning, since the driver role handles it).
@@ -181,6 +184,10 @@ def main():
         ),
         supports_check_mode=True,
     )
+    try:
+        node_preflight.validate(module.params)
+    except node_preflight.PreflightParamError as exc:
+        module.fail_json(msg=str(exc))
     result = node_preflight.run(module.params)
     module.exit_json(changed=False, **result)
 

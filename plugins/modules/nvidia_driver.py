@@ -70,14 +70,28 @@ options:
     description:
       - Base URL of the mirror, C(http(s)://) or C(file:). Required with O(source=mirror).
       - On Debian and Ubuntu it is a flat repository like NVIDIA's (see O(mirror_suite)).
+      - Must not carry credentials (C(user:password@)), since the source list and repo file are world-readable.
+        Use O(mirror_username) and O(mirror_password).
+      - Whitespace and control characters are refused, like in every value written to a file or command line.
+    type: str
+  mirror_username:
+    description:
+      - User name for a mirror behind HTTP basic authentication. Needs O(mirror_password) and an C(http(s)://) O(mirror_url).
+      - Written with the password to C(/etc/apt/auth.conf.d/gpuops-nvidia-mirror.conf) (apt) or to the
+        C(/etc/yum.repos.d/gpuops-nvidia-mirror.repo) file (dnf), both with mode 0600, never to the apt source list.
+    type: str
+  mirror_password:
+    description:
+      - Password for O(mirror_username). Never logged, and shown as C(********) in the diff.
     type: str
   mirror_gpgkey:
     description:
-      - ASCII-armored signing key of the mirror, as a path on the node or an C(http(s)://) URL.
+      - ASCII-armored signing key of the mirror, as an absolute path on the node or an C(http(s)://) URL.
+      - Required on RHEL, Rocky and AlmaLinux unless O(mirror_trusted) is set.
     type: str
   mirror_trusted:
     description:
-      - Trust the mirror without a signature (C([trusted=yes]) for apt, C(gpgcheck=0) for dnf).
+      - Trust the mirror without a signature (C([trusted=yes]) for apt, C(gpgcheck=0) for dnf), with a warning.
       - Meant for C(file:) repositories built on the node itself, such as test repositories.
     type: bool
     default: false
@@ -142,13 +156,18 @@ options:
     type: bool
   mok_signing_key:
     description:
-      - Path of the MOK private key DKMS signs the module with, for Secure Boot.
-        Written to C(/etc/dkms/framework.conf.d/gpuops-mok.conf).
+      - Absolute path of the MOK private key DKMS signs the module with, for Secure Boot.
+        Written shell-quoted to C(/etc/dkms/framework.conf.d/gpuops-mok.conf), which dkms sources with bash.
+      - Whitespace, control characters and C($), C(`), C("), C(\\) are refused.
     type: path
   mok_certificate:
     description: Path of the MOK certificate (DER) that goes with O(mok_signing_key).
     type: path
 notes:
+  - Files are written atomically through a temporary file in the same directory. A file that exists keeps its mode,
+    owner and SELinux context, and a symlink is written through to its target. A directory or device in the way
+    fails the run before anything is changed; a read-only (immutable) file fails it before that file is written.
+    Check mode reports both the same way.
   - Package choices per distribution are documented in the C(nvidia_driver) role README.
   - Debian/Ubuntu CUDA repository packages installed are C(nvidia-open-<branch>) or C(cuda-drivers-<branch>) at the
     exact package version whose upstream part is the wanted version, plus C(nvidia-fabricmanager-<branch>) and DCGM when asked.
@@ -160,7 +179,9 @@ attributes:
     details: Only queries run; RV(plan) lists the commands and file changes that would be made.
   diff_mode:
     support: full
-    details: Shows the repository, pin, hold, blacklist and DKMS configuration files it writes or removes.
+    details:
+      - Shows the repository, pin, hold, blacklist and DKMS configuration files it writes or removes.
+      - Passwords in the credential files are shown as C(********).
   platform:
     support: full
     platforms: posix
@@ -188,6 +209,15 @@ EXAMPLES = r"""
     source: mirror
     mirror_url: https://repo.example.internal/nvidia/debian12/x86_64/
     mirror_gpgkey: /etc/pki/nvidia-mirror.asc
+
+- name: Mirror behind basic authentication; the credentials go to a 0600 file, never to the source list
+  gpuops.platform.nvidia_driver:
+    branch: "570"
+    source: mirror
+    mirror_url: https://artifacts.example.internal/nvidia/rhel9/x86_64
+    mirror_gpgkey: https://artifacts.example.internal/nvidia/rhel9/x86_64/D42D0685.pub
+    mirror_username: gpu-nodes
+    mirror_password: "{{ vault_mirror_password }}"
 
 - name: Local runfile, signed for Secure Boot
   gpuops.platform.nvidia_driver:
@@ -306,6 +336,8 @@ def argument_spec():
         open=dict(type="bool", default=True),
         source=dict(type="str", default="cuda", choices=["cuda", "distro", "mirror", "runfile"]),
         mirror_url=dict(type="str"),
+        mirror_username=dict(type="str"),
+        mirror_password=dict(type="str", no_log=True),
         mirror_gpgkey=dict(type="str", no_log=False),
         mirror_trusted=dict(type="bool", default=False),
         mirror_suite=dict(type="str", default="/"),
@@ -329,7 +361,7 @@ def main():
     module = AnsibleModule(
         argument_spec=argument_spec(),
         required_if=[("source", "mirror", ["mirror_url"]), ("source", "runfile", ["runfile"])],
-        required_together=[("mok_signing_key", "mok_certificate")],
+        required_together=[("mok_signing_key", "mok_certificate"), ("mirror_username", "mirror_password")],
         supports_check_mode=True,
     )
     converger = Converger(module, module.params)

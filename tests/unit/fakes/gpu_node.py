@@ -319,12 +319,30 @@ class FakeDnf(CommandLog):
 
 
 class FakeModule(object):
-    """The parts of AnsibleModule the converger uses."""
+    """The parts of AnsibleModule the converger uses.
+
+    Files are written through AnsibleModule's own atomic_move (SELinux off),
+    so tests see its real handling of modes, owners and failures.
+    """
 
     def __init__(self, runner, check_mode=False):
         self.run_command = runner
         self.check_mode = check_mode
         self.warnings = []
+        self.moves = []  # destinations given to atomic_move
+
+    def atomic_move(self, src, dest, unsafe_writes=False, keep_dest_attrs=True):
+        from ansible.module_utils.basic import AnsibleModule
+
+        self.moves.append(dest)
+        return AnsibleModule.atomic_move(self, src, dest, unsafe_writes, keep_dest_attrs)
+
+    def selinux_enabled(self):
+        return False
+
+    def cleanup(self, path):
+        if os.path.exists(path):
+            os.unlink(path)
 
     def get_bin_path(self, tool, required=False):
         return "/usr/sbin/" + tool if tool in self.run_command.tools else None

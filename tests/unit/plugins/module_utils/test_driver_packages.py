@@ -68,8 +68,9 @@ def test_apt_mirror_with_suite_and_components():
 
 @pytest.mark.parametrize("trusted,key,expect", [
     (False, "https://m/key.pub", "gpgcheck=1\ngpgkey=https://m/key.pub\n"),
+    (False, "/etc/pki/mirror.asc", "gpgcheck=1\ngpgkey=file:///etc/pki/mirror.asc\n"),
     (True, "https://m/key.pub", "gpgcheck=0\n"),
-    (False, None, "gpgcheck=0\n"),
+    (True, None, "gpgcheck=0\n"),
 ])
 def test_dnf_mirror(trusted, key, expect):
     repo = pk.repository(spec("rhel9", source="mirror", mirror_url="https://m/rhel9/x86_64",
