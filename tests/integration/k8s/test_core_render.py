@@ -299,8 +299,9 @@ def test_summary_counts_layers_objects_and_releases(time_slicing):
 
 
 @pytest.mark.parametrize("name, extra_vars, nodes, message", [
-    ("negative-replicas", {"gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": -2}]},
-     {"gpu-a": {"facts": "hgx-h100"}}, "sharing config 'ts': replicas of nvidia.com/gpu must be at least 1, got -2"),
+    ("one-replica", {"gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": 1}]},
+     {"gpu-a": {"facts": "hgx-h100"}}, "sharing config 'ts': replicas of nvidia.com/gpu is 1, but the device plugin "
+     "refuses it (\"number of replicas must be >= 2\")"),
     ("unknown-mig-strategy", {"gpuops_k8s_mig_strategy": "triple"},
      {"gpu-a": {"facts": "hgx-h100"}}, "value of gpu_operator_mig_strategy must be one of: single, mixed, got: triple"),
     ("quota-over-fleet", {"gpu_tenants_list": [{"name": "greedy", "quota": {"requests.nvidia.com/gpu": 1000}}]},
