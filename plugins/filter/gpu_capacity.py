@@ -285,6 +285,44 @@ def _base_resources(node, strategy):
     return counts, True
 
 
+def _driver(facts):
+    """The loaded driver version from nvml facts, or None when unknown."""
+    version = (facts or {}).get("driver_version")
+    return to_text(version) if version else None
+
+
+def _version_tuple(version, what):
+    parts = to_text(version).strip().split(".")
+    if not parts or not all(p.isdigit() for p in parts):
+        raise AnsibleFilterError("%s must be a driver version such as 580 or 580.65.06, got %r" % (what, version))
+    return tuple(int(p) for p in parts)
+
+
+def gpu_dra_driver_check(nodes, capacity, node_selector, minimum="580"):
+    """Nodes that will run the DRA kubelet plugin with a driver older than ``minimum``, one line each.
+
+    ``nodes``: the gpu_nodes plan's ``[{name, host, labels}]`` (the labels each node will
+    carry); a node runs the kubelet plugin when its labels hold every ``node_selector``
+    entry. Its driver is the one in its facts (``capacity.nodes[name].driver``); a node
+    without facts is not judged here (gpu_nodes reports missing facts).
+    """
+    wanted = _version_tuple(minimum, "the minimum driver version")
+    if not isinstance(node_selector, Mapping):
+        raise AnsibleFilterError("the DRA node selector must be a mapping of label to value, got %r" % (node_selector,))
+    selector = dict((to_text(k), to_text(v)) for k, v in node_selector.items())
+    planned = (capacity or {}).get("nodes") or {}
+    old = []
+    for node in nodes or []:
+        labels = dict((to_text(k), to_text(v)) for k, v in ((node or {}).get("labels") or {}).items())
+        if any(labels.get(k) != v for k, v in selector.items()):
+            continue
+        name = to_text(node.get("name"))
+        driver = (planned.get(name) or {}).get("driver")
+        if driver and _version_tuple(driver, "node %s: driver_version" % name) < wanted:
+            old.append("%s (host %s) has driver %s" % (name, to_text(node.get("host") or name), driver))
+    return old
+
+
 def _is_dra(node, name):
     """Whether the node runs the DRA driver instead of the device plugin.
 
@@ -341,7 +379,7 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
             # (a pool's group_vars may still name one) applies here.
             mig = bool(_mig_profiles(gpus)[2])
             out["nodes"][name] = {"host": to_text(node.get("host") or name), "product": product, "gpu_count": gpu_count,
-                                  "mig": mig, "config": None, "resources": {}, "dra": True}
+                                  "mig": mig, "config": None, "resources": {}, "dra": True, "driver": _driver(facts)}
             out["dra_nodes"][name] = {"host": to_text(node.get("host") or name), "product": product,
                                       "gpu_count": gpu_count, "mig": mig}
             continue
@@ -372,6 +410,7 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
             "config": config or None,
             "resources": resources,
             "dra": False,
+            "driver": _driver(facts),
         }
         for res, count in resources.items():
             out["resources"][res] = out["resources"].get(res, 0) + count
@@ -569,4 +608,5 @@ class FilterModule(object):
             "gpu_tenant_quota": gpu_tenant_quota,
             "gpu_allocatable_diff": gpu_allocatable_diff,
             "gpu_tenants_plan": gpu_tenants_plan,
+            "gpu_dra_driver_check": gpu_dra_driver_check,
         }

@@ -317,7 +317,7 @@ def dra_fleet(**kw):
 def test_dra_node_advertises_nothing_and_is_listed_apart():
     cap = dra_fleet()
     assert cap["nodes"]["dra"] == {"host": "dra", "product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "mig": False,
-                                   "config": None, "resources": {}, "dra": True}
+                                   "config": None, "resources": {}, "dra": True, "driver": "570.172.08"}
     assert cap["dra_nodes"] == {"dra": {"host": "dra", "product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "mig": False}}
     # Only the device-plugin nodes count: (8 + 1) GPUs x 4 replicas.
     assert cap["resources"] == {"nvidia.com/gpu": 36}
@@ -465,3 +465,46 @@ def test_tenant_name_with_its_own_namespace_is_the_label_value():
     cap = f.gpu_capacity([node("a", "hgx-h100")])
     (plan,) = f.gpu_tenants_plan([{"name": "research", "namespace": "ml-research"}], cap)
     assert (plan["name"], plan["namespace"], plan["kueue_local_queue"]) == ("research", "ml-research", "research")
+
+
+# ---- DRA needs driver 580 or newer on the nodes that run its kubelet plugin ----
+
+def _with_driver(facts_name, version):
+    return dict(facts(facts_name), driver_version=version)
+
+
+DRA_SELECTOR = {"nvidia.com/gpu.deploy.device-plugin": "false"}
+
+
+def test_dra_driver_check_names_old_drivers_on_dra_nodes_only():
+    nodes = [node("old", nvidia=_with_driver("hgx-h100", "570.172.08"), dra=True),
+             node("minor", nvidia=_with_driver("hgx-h100", "575.99.99"), dra=True),
+             node("ok", nvidia=_with_driver("hgx-h100", "580.65.06"), dra=True),
+             node("plugin", nvidia=_with_driver("l40s", "550.54.15")),
+             node("nofacts", dra=True)]
+    cap = f.gpu_capacity(nodes)
+    plan = [{"name": n["name"], "host": "h-" + n["name"], "labels": dict(DRA_SELECTOR) if n.get("dra") else {"x": "y"}}
+            for n in nodes]
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR) == [
+        "old (host h-old) has driver 570.172.08", "minor (host h-minor) has driver 575.99.99"]
+    # A finer minimum compares minor and patch parts too.
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR, "580.65.07") == [
+        "old (host h-old) has driver 570.172.08", "minor (host h-minor) has driver 575.99.99",
+        "ok (host h-ok) has driver 580.65.06"]
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR, "570.172.08") == []
+    # A selector entry the node lacks means no kubelet plugin there.
+    assert f.gpu_dra_driver_check(plan, cap, dict(DRA_SELECTOR, pool="dra")) == []
+
+
+def test_dra_driver_check_compares_numbers_not_text():
+    cap = f.gpu_capacity([node("n", nvidia=_with_driver("l40s", "1000.1"), dra=True)])
+    plan = [{"name": "n", "host": "n", "labels": DRA_SELECTOR}]
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR) == []
+    cap = f.gpu_capacity([node("n", nvidia=_with_driver("l40s", "58.0"), dra=True)])
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR) == ["n (host n) has driver 58.0"]
+
+
+@pytest.mark.parametrize("minimum", ["", "580.x", "r580"])
+def test_dra_driver_check_refuses_a_bad_minimum(minimum):
+    with pytest.raises(AnsibleFilterError, match="the minimum driver version must be a driver version"):
+        f.gpu_dra_driver_check([], {}, DRA_SELECTOR, minimum)
