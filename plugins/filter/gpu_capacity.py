@@ -23,7 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
@@ -35,7 +35,14 @@ SHARING_MODES = ("none", "time-slicing", "mps")
 # The GPU Operator runs its device plugin on a node unless this label is "false".
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_RESOURCE_RE = re.compile(r"^nvidia\.com/[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
+# The device plugin's resource names: nvidia.com/<DNS-1123 subdomain>, 63 characters in all.
+RESOURCE_PREFIX = "nvidia.com/"
+MAX_RESOURCE_NAME_LENGTH = 63
+SHARED_SUFFIX = ".shared"
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Keys of a sharing config and of one of its resources (anything else is a typo).
+SHARING_KEYS = ("name", "mode", "replicas", "resources", "rename_by_default", "fail_requests_greater_than_one")
+RESOURCE_KEYS = ("name", "replicas")
 
 
 def _int(value, what):
@@ -47,10 +54,62 @@ def _int(value, what):
         raise AnsibleFilterError("%s must be an integer, got %r" % (what, value))
 
 
+def _whole(value, what):
+    """A whole number: 4, 4.0 and "4" pass; 2.7, "2.7", true and "many" fail (the device plugin
+    reads replicas into a Go int, so a fraction is an error there, never a rounding)."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")) or not value.is_integer():
+            raise AnsibleFilterError("%s must be a whole number, got %r" % (what, value))
+        return int(value)
+    if isinstance(value, str) and not re.match(r"^\s*-?[0-9]+\s*$", value):
+        raise AnsibleFilterError("%s must be a whole number, got %r" % (what, value))
+    return _int(value, what)
+
+
+def _flag(value, what):
+    """A boolean; the device plugin reads these into Go bools, so "maybe" or 2 is an error, not a guess."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
+        return value.strip().lower() in ("true", "yes")
+    raise AnsibleFilterError("%s must be true or false, got %r" % (what, value))
+
+
+def _unknown_keys(mapping, known, where):
+    unknown = sorted(to_text(k) for k in mapping if to_text(k) not in known)
+    if unknown:
+        raise AnsibleFilterError("%s: unknown key%s %s; known keys: %s" % (
+            where, "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(known)))
+
+
 def gpu_product_label(name):
     """A GPU's product name as a label value, the way GPU Feature Discovery writes it."""
     text = re.sub(r"[^A-Za-z0-9._-]+", "-", to_text(name or "").strip()).strip("-._")
     return text[:63].rstrip("-._") or "unknown"
+
+
+def _check_resource_name(rname, where, mig_strategy, advertised=True):
+    """The device plugin's rules for a shared resource name (api/config/v1 NewResourceName, and what it advertises)."""
+    if not rname.startswith(RESOURCE_PREFIX):
+        rname = RESOURCE_PREFIX + rname
+    if len(rname) > MAX_RESOURCE_NAME_LENGTH:
+        raise AnsibleFilterError("%s: fully-qualified resource name must be %d characters or less: %s"
+                                 % (where, MAX_RESOURCE_NAME_LENGTH, rname))
+    if not _DNS_SUBDOMAIN.match(rname[len(RESOURCE_PREFIX):]):
+        raise AnsibleFilterError("%s: incorrect format for resource name %r: the part after nvidia.com/ must be a "
+                                 "DNS-1123 subdomain (a-z, 0-9, '-' and '.')" % (where, rname))
+    if not advertised:
+        return rname
+    if rname.startswith(MIG_PREFIX):
+        if mig_strategy != "mixed":
+            raise AnsibleFilterError(
+                "%s: %s exists only under the mixed MIG strategy (the strategy is %s)" % (where, rname, mig_strategy))
+    elif rname != GPU:
+        raise AnsibleFilterError(
+            "%s: the device plugin advertises no resource %s, so it would share nothing; use %s%s"
+            % (where, rname, GPU, " or nvidia.com/mig-<profile>" if mig_strategy == "mixed" else
+               " (MIG devices are nvidia.com/mig-<profile> only under the mixed strategy)"))
+    return rname
 
 
 def gpu_sharing_configs(configs, mig_strategy="single"):
@@ -58,8 +117,12 @@ def gpu_sharing_configs(configs, mig_strategy="single"):
 
     ``configs`` is a list of ``{name, mode, replicas, resources, rename_by_default,
     fail_requests_greater_than_one}``; returns ``{name: {mode, resources: [{name,
-    replicas, rename}], rename_by_default, document}}`` where ``document`` is the
+    replicas}], rename_by_default, document}}`` where ``document`` is the
     device-plugin config file (``version: v1``) for the ConfigMap key ``name``.
+
+    The rules are the device plugin's own (api/config/v1 in NVIDIA/k8s-device-plugin,
+    and the checks of its main program), so a config it would refuse (and crash-loop
+    on) fails here, at plan time, with the plugin's message.
     """
     if mig_strategy not in MIG_STRATEGIES:
         raise AnsibleFilterError("unknown MIG strategy %r: use one of %s" % (mig_strategy, ", ".join(MIG_STRATEGIES)))
@@ -73,6 +136,7 @@ def gpu_sharing_configs(configs, mig_strategy="single"):
             raise AnsibleFilterError("sharing config #%d must be a mapping, got %r" % (index, cfg))
         name = to_text(cfg.get("name") or "")
         where = "sharing config %r" % (name or "#%d" % index)
+        _unknown_keys(cfg, SHARING_KEYS, where)
         if not _NAME_RE.match(name):
             raise AnsibleFilterError(
                 "%s: name must be 1-63 letters, digits, '-', '_' or '.' (it is a ConfigMap key and a node label value)" % where)
@@ -81,60 +145,83 @@ def gpu_sharing_configs(configs, mig_strategy="single"):
         mode = to_text(cfg.get("mode") or "none")
         if mode not in SHARING_MODES:
             raise AnsibleFilterError("%s: unknown mode %r: use one of %s" % (where, mode, ", ".join(SHARING_MODES)))
-        rename_by_default = bool(cfg.get("rename_by_default", False))
-        resources = []
-        if mode != "none":
-            raw = cfg.get("resources")
-            if raw is None:
-                if cfg.get("replicas") is None:
-                    raise AnsibleFilterError("%s: %s needs replicas (or resources with replicas)" % (where, mode))
-                raw = [{"name": GPU, "replicas": cfg.get("replicas")}]
-            if not raw:
-                raise AnsibleFilterError("%s: %s needs at least one resource" % (where, mode))
-            seen = set()
-            for res in raw:
-                if not isinstance(res, Mapping):
-                    raise AnsibleFilterError("%s: each resource must be a mapping {name, replicas}, got %r" % (where, res))
-                rname = to_text(res.get("name") or GPU)
-                if not _RESOURCE_RE.match(rname):
-                    raise AnsibleFilterError("%s: %r is not an NVIDIA resource name (nvidia.com/...)" % (where, rname))
-                if rname in seen:
-                    raise AnsibleFilterError("%s: resource %s is listed twice" % (where, rname))
-                seen.add(rname)
-                replicas = _int(res.get("replicas"), "%s: replicas of %s" % (where, rname))
-                if replicas < 1:
-                    raise AnsibleFilterError(
-                        "%s: replicas of %s must be at least 1, got %d" % (where, rname, replicas))
-                if mode == "mps" and rname.startswith(MIG_PREFIX):
-                    raise AnsibleFilterError(
-                        "%s: MPS cannot share MIG devices (%s); use time-slicing for MIG or disable MIG" % (where, rname))
-                if rname.startswith(MIG_PREFIX) and mig_strategy != "mixed":
-                    raise AnsibleFilterError(
-                        "%s: %s exists only under the mixed MIG strategy (the strategy is %s)" % (where, rname, mig_strategy))
-                entry = {"name": rname, "replicas": replicas}
-                if res.get("rename"):
-                    entry["rename"] = to_text(res["rename"])
-                resources.append(entry)
+        if mode == "none":
+            # Silently dropping replicas here would advertise whole GPUs where sharing was meant.
+            extra = sorted(k for k in ("replicas", "resources", "rename_by_default", "fail_requests_greater_than_one")
+                           if cfg.get(k) is not None)
+            if extra:
+                raise AnsibleFilterError("%s: mode none shares nothing, so %s would be ignored; set mode to "
+                                         "time-slicing or mps, or remove %s" % (where, ", ".join(extra), ", ".join(extra)))
+            result[name] = {"mode": mode, "resources": [], "rename_by_default": False,
+                            "document": {"version": "v1", "flags": {"migStrategy": mig_strategy}}}
+            continue
+        if mode == "mps" and mig_strategy == "mixed":
+            raise AnsibleFilterError(
+                "%s: the device plugin refuses MPS under the mixed MIG strategy (\"using --mig-strategy=mixed is not "
+                "supported with MPS\"); use time-slicing, or the single or none strategy" % where)
+        rename_by_default = _flag(cfg.get("rename_by_default", False), "%s: rename_by_default" % where)
+        fail_more = cfg.get("fail_requests_greater_than_one")
+        if fail_more is not None:
+            fail_more = _flag(fail_more, "%s: fail_requests_greater_than_one" % where)
+        raw = cfg.get("resources")
+        if raw is None:
+            if cfg.get("replicas") is None:
+                raise AnsibleFilterError("%s: %s needs replicas (or resources with replicas)" % (where, mode))
+            raw = [{"name": GPU, "replicas": cfg.get("replicas")}]
+        elif cfg.get("replicas") is not None:
+            raise AnsibleFilterError("%s: set either replicas (for %s) or resources, not both" % (where, GPU))
+        if isinstance(raw, (Mapping, str)) or not isinstance(raw, Sequence):
+            raise AnsibleFilterError("%s: resources must be a list of {name, replicas}, got %r" % (where, raw))
+        if not raw:
+            raise AnsibleFilterError("%s: no resources specified (%s needs at least one)" % (where, mode))
+        resources, seen = [], set()
+        for res in raw:
+            if not isinstance(res, Mapping):
+                raise AnsibleFilterError("%s: each resource must be a mapping {name, replicas}, got %r" % (where, res))
+            if "rename" in res:
+                # The plugin drops per-resource renames (DisableResourceNamingInConfig: "not yet supported").
+                raise AnsibleFilterError(
+                    "%s: the device plugin ignores 'rename' in sharing resources (not yet supported there); "
+                    "use rename_by_default to advertise <resource>.shared" % where)
+            _unknown_keys(res, RESOURCE_KEYS, "%s, resource %s" % (where, to_text(res.get("name") or "?")))
+            if not res.get("name"):
+                raise AnsibleFilterError("%s: no resource name specified in %r" % (where, dict(res)))
+            rname = _check_resource_name(to_text(res["name"]), where, mig_strategy)
+            if rname in seen:
+                raise AnsibleFilterError("%s: resource %s is listed twice" % (where, rname))
+            seen.add(rname)
+            if res.get("replicas") is None:
+                raise AnsibleFilterError("%s: no replicas specified for %s" % (where, rname))
+            replicas = _whole(res["replicas"], "%s: replicas of %s" % (where, rname))
+            if replicas < 2:
+                raise AnsibleFilterError(
+                    "%s: replicas of %s is %d, but the device plugin refuses it (\"number of replicas must be >= 2\"); "
+                    "for whole GPUs use mode none" % (where, rname, replicas))
+            if rename_by_default:
+                _check_resource_name(rname + SHARED_SUFFIX, where + " (rename_by_default)", mig_strategy, advertised=False)
+            resources.append({"name": rname, "replicas": replicas})
         doc = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
         if mode == "time-slicing":
             doc["sharing"] = {"timeSlicing": {
                 "renameByDefault": rename_by_default,
-                "failRequestsGreaterThanOne": bool(cfg.get("fail_requests_greater_than_one", False)),
+                "failRequestsGreaterThanOne": bool(fail_more),
                 "resources": resources}}
-        elif mode == "mps":
-            # MPS always fails requests for more than one replica: nothing to set.
+        else:
+            # MPS fails requests for more than one replica unless the config says otherwise.
             doc["sharing"] = {"mps": {"renameByDefault": rename_by_default, "resources": resources}}
+            if fail_more is not None:
+                doc["sharing"]["mps"]["failRequestsGreaterThanOne"] = fail_more
         result[name] = {"mode": mode, "resources": resources, "rename_by_default": rename_by_default, "document": doc}
     return result
 
 
 def _mig_profiles(gpus):
-    """(full GPUs without MIG, {profile: MIG device count}, MIG in use?) from nvml facts."""
-    full, profiles, mig = 0, {}, False
+    """(full GPUs without MIG, {profile: MIG device count}, MIG-enabled GPUs) from nvml facts."""
+    full, profiles, mig = 0, {}, 0
     for gpu in gpus or []:
         state = (gpu.get("mig") or {})
         if state.get("current_mode") == "enabled":
-            mig = True
+            mig += 1
             for dev in state.get("devices") or []:
                 profile = to_text(dev.get("profile") or "")
                 profiles[profile] = profiles.get(profile, 0) + 1
@@ -173,7 +260,7 @@ def _base_resources(node, strategy):
             mixed = planned.get("mixed") or {}
             mixed = mixed.get("resources", mixed) if isinstance(mixed, Mapping) else {}
             planned_mig = [k for k in list(counts) + list(mixed) if to_text(k).startswith(MIG_PREFIX)]
-            return counts, bool(planned_mig) or _mig_profiles(facts.get("gpus"))[2]
+            return counts, bool(planned_mig) or bool(_mig_profiles(facts.get("gpus"))[2])
     if not facts.get("present"):
         return {}, False
     full, profiles, mig = _mig_profiles(facts.get("gpus"))
@@ -182,7 +269,8 @@ def _base_resources(node, strategy):
     if not mig:
         return {GPU: full}, False
     if strategy == "none":
-        return ({GPU: full} if full else {}), True
+        # The device plugin ignores MIG under none: a MIG-enabled GPU is one whole nvidia.com/gpu.
+        return {GPU: full + mig}, True
     if strategy == "single":
         if full or len(profiles) > 1:
             found = ["%d full GPU(s)" % full] if full else []
@@ -195,6 +283,44 @@ def _base_resources(node, strategy):
     if full:
         counts[GPU] = full
     return counts, True
+
+
+def _driver(facts):
+    """The loaded driver version from nvml facts, or None when unknown."""
+    version = (facts or {}).get("driver_version")
+    return to_text(version) if version else None
+
+
+def _version_tuple(version, what):
+    parts = to_text(version).strip().split(".")
+    if not parts or not all(p.isdigit() for p in parts):
+        raise AnsibleFilterError("%s must be a driver version such as 580 or 580.65.06, got %r" % (what, version))
+    return tuple(int(p) for p in parts)
+
+
+def gpu_dra_driver_check(nodes, capacity, node_selector, minimum="580"):
+    """Nodes that will run the DRA kubelet plugin with a driver older than ``minimum``, one line each.
+
+    ``nodes``: the gpu_nodes plan's ``[{name, host, labels}]`` (the labels each node will
+    carry); a node runs the kubelet plugin when its labels hold every ``node_selector``
+    entry. Its driver is the one in its facts (``capacity.nodes[name].driver``); a node
+    without facts is not judged here (gpu_nodes reports missing facts).
+    """
+    wanted = _version_tuple(minimum, "the minimum driver version")
+    if not isinstance(node_selector, Mapping):
+        raise AnsibleFilterError("the DRA node selector must be a mapping of label to value, got %r" % (node_selector,))
+    selector = dict((to_text(k), to_text(v)) for k, v in node_selector.items())
+    planned = (capacity or {}).get("nodes") or {}
+    old = []
+    for node in nodes or []:
+        labels = dict((to_text(k), to_text(v)) for k, v in ((node or {}).get("labels") or {}).items())
+        if any(labels.get(k) != v for k, v in selector.items()):
+            continue
+        name = to_text(node.get("name"))
+        driver = (planned.get(name) or {}).get("driver")
+        if driver and _version_tuple(driver, "node %s: driver_version" % name) < wanted:
+            old.append("%s (host %s) has driver %s" % (name, to_text(node.get("host") or name), driver))
+    return old
 
 
 def _is_dra(node, name):
@@ -251,9 +377,9 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
         if _is_dra(node, name):
             # No device plugin: neither the MIG strategy nor a sharing config
             # (a pool's group_vars may still name one) applies here.
-            mig = _mig_profiles(gpus)[2]
+            mig = bool(_mig_profiles(gpus)[2])
             out["nodes"][name] = {"host": to_text(node.get("host") or name), "product": product, "gpu_count": gpu_count,
-                                  "mig": mig, "config": None, "resources": {}, "dra": True}
+                                  "mig": mig, "config": None, "resources": {}, "dra": True, "driver": _driver(facts)}
             out["dra_nodes"][name] = {"host": to_text(node.get("host") or name), "product": product,
                                       "gpu_count": gpu_count, "mig": mig}
             continue
@@ -273,7 +399,8 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
                 count = resources.pop(res["name"], None)
                 if count is None:
                     continue
-                new = res.get("rename") or (res["name"] + ".shared" if cfg["rename_by_default"] else res["name"])
+                # renameByDefault advertises <resource>.shared; the plugin has no other rename.
+                new = res["name"] + SHARED_SUFFIX if cfg["rename_by_default"] else res["name"]
                 resources[new] = resources.get(new, 0) + count * res["replicas"]
         out["nodes"][name] = {
             "host": to_text(node.get("host") or name),
@@ -283,6 +410,7 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
             "config": config or None,
             "resources": resources,
             "dra": False,
+            "driver": _driver(facts),
         }
         for res, count in resources.items():
             out["resources"][res] = out["resources"].get(res, 0) + count
@@ -412,6 +540,9 @@ def gpu_allocatable_diff(k8s_nodes, capacity):
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 PSA_LEVELS = ("privileged", "baseline", "restricted")
+# Keys of one tenant (anything else is a typo).
+TENANT_KEYS = ("name", "namespace", "pod_security", "gpu_share", "quota", "limits", "admins", "members",
+               "ingress_from_namespaces", "egress_cidrs", "kueue_cluster_queue", "kueue_local_queue", "volcano_queue")
 
 
 def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, default_pod_security="baseline",
@@ -421,11 +552,22 @@ def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, d
         tenants = []
     if isinstance(tenants, Mapping) or isinstance(tenants, str):
         raise AnsibleFilterError("the tenants must be a list of {name, ...} mappings")
-    plans, namespaces = [], {}
-    for tenant in tenants:
+    plans, namespaces, names = [], {}, set()
+    for index, tenant in enumerate(tenants):
         if not isinstance(tenant, Mapping) or not tenant.get("name"):
             raise AnsibleFilterError("each tenant needs a name, got %r" % (tenant,))
         name = to_text(tenant["name"])
+        _unknown_keys(tenant, TENANT_KEYS, "tenant %s" % name)
+        # The name is the value of the label platform.gpuops.io/tenant, the default namespace
+        # and the default LocalQueue name: a DNS-1123 label is valid as all three.
+        if not _DNS_LABEL.match(name):
+            raise AnsibleFilterError(
+                "tenant %r: name must be a DNS-1123 label (a-z, 0-9 and '-', starting and ending with a letter or "
+                "digit, at most 63 characters): it is the label value platform.gpuops.io/tenant, the default "
+                "namespace and the default LocalQueue name" % name)
+        if name in names:
+            raise AnsibleFilterError("tenant %s is defined twice (tenant #%d); each tenant needs its own name" % (name, index + 1))
+        names.add(name)
         namespace = to_text(tenant.get("namespace") or name)
         if not _DNS_LABEL.match(namespace):
             raise AnsibleFilterError("tenant %s: namespace %r is not a DNS label (a-z, 0-9, '-', at most 63)" % (name, namespace))
@@ -466,4 +608,5 @@ class FilterModule(object):
             "gpu_tenant_quota": gpu_tenant_quota,
             "gpu_allocatable_diff": gpu_allocatable_diff,
             "gpu_tenants_plan": gpu_tenants_plan,
+            "gpu_dra_driver_check": gpu_dra_driver_check,
         }

@@ -105,15 +105,28 @@ def k8s_apply_order(objects):
     if isinstance(objects, Mapping) or isinstance(objects, str):
         raise AnsibleFilterError("k8s_apply_order expects a list of Kubernetes objects")
     seen = {}
+    scoped = []
     for obj in objects:
+        obj = _cluster_scoped_without_namespace(obj)
         api_version, kind, namespace, name = _identity(obj)
+        # One object per API group, whatever the version (apps/v1 and apps/v1beta1 Deployment x are the same).
         key = (api_version.rpartition("/")[0], kind, namespace, name)
         if key in seen:
             raise AnsibleFilterError(
                 "duplicate Kubernetes object %s %s%s: each object must be defined once"
                 % (kind, namespace + "/" if namespace else "", name))
         seen[key] = True
-    return sorted(objects, key=_sort_key)
+        scoped.append(obj)
+    return sorted(scoped, key=_sort_key)
+
+
+def _cluster_scoped_without_namespace(obj):
+    """A cluster-scoped kind with a (stray) metadata.namespace, as a copy without it; others unchanged."""
+    kind, namespace = _identity(obj)[1:3]
+    if not namespace or kind not in CLUSTER_KINDS:
+        return obj
+    meta = dict((k, v) for k, v in obj["metadata"].items() if k != "namespace")
+    return dict(obj, metadata=meta)
 
 
 def k8s_phases(objects):

@@ -299,10 +299,20 @@ def test_summary_counts_layers_objects_and_releases(time_slicing):
 
 
 @pytest.mark.parametrize("name, extra_vars, nodes, message", [
-    ("negative-replicas", {"gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": -2}]},
-     {"gpu-a": {"facts": "hgx-h100"}}, "sharing config 'ts': replicas of nvidia.com/gpu must be at least 1, got -2"),
+    ("one-replica", {"gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": 1}]},
+     {"gpu-a": {"facts": "hgx-h100"}}, "sharing config 'ts': replicas of nvidia.com/gpu is 1, but the device plugin "
+     "refuses it (\"number of replicas must be >= 2\")"),
+    ("fractional-replicas", {"gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": 2.7}]},
+     {"gpu-a": {"facts": "hgx-h100"}}, "sharing config 'ts': replicas of nvidia.com/gpu must be a whole number, got 2.7"),
+    # The global is named, not the role variable it feeds (gpu_operator_mig_strategy).
     ("unknown-mig-strategy", {"gpuops_k8s_mig_strategy": "triple"},
-     {"gpu-a": {"facts": "hgx-h100"}}, "value of gpu_operator_mig_strategy must be one of: single, mixed, got: triple"),
+     {"gpu-a": {"facts": "hgx-h100"}}, "value of gpuops_k8s_mig_strategy must be one of: none, single, mixed, got: triple"),
+    ("role-variable-typo", {"gpu_sharing_config": [{"name": "ts", "mode": "time-slicing", "replicas": 4}]},
+     {"gpu-a": {"facts": "hgx-h100"}}, "gpu_sharing_config (host localhost): no such variable in role gpu_sharing, "
+     "so it would be ignored; did you mean gpu_sharing_configs?"),
+    ("host-variable-typo", {}, {"gpu-a": {"facts": "hgx-h100", "vars": {"gpu_nodes_device_plugin_confg": "ts4"}}},
+     "gpu_nodes_device_plugin_confg (host gpu-a): no such variable in role gpu_nodes, so it would be ignored; "
+     "did you mean gpu_nodes_device_plugin_config?"),
     ("quota-over-fleet", {"gpu_tenants_list": [{"name": "greedy", "quota": {"requests.nvidia.com/gpu": 1000}}]},
      {"gpu-a": {"facts": "hgx-h100"}}, "tenant greedy quota is larger than the fleet: requests.nvidia.com/gpu=1000 but the fleet has"),
     ("mps-with-mig", {"gpu_sharing_configs": [{"name": "mps", "mode": "mps", "replicas": 2}],
@@ -313,5 +323,6 @@ def test_bad_variables_fail_early_with_a_clear_message(render, name, extra_vars,
     result = render(name, extra_vars=extra_vars, nodes=nodes, expect_failure=True)
     flat = " ".join(result.output.split())
     assert message in flat, result.output[-2000:]
+    assert "value of gpu_operator_mig_strategy" not in flat
     # Failed in the plan, before any layer was rendered (or applied).
     assert not result.dir.exists() or not any(result.dir.iterdir())

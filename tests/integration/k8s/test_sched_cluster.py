@@ -4,7 +4,7 @@ labels and tolerate its taints, tenants' queues exist, objects are valid), and
 a bad add-on variable stops the run before any layer is written."""
 import pytest
 
-from k8s_support import DEFAULT_K8S_VERSION, check_helm_values, validate_objects
+from k8s_support import DEFAULT_K8S_VERSION, check_helm_values, load_facts, validate_objects
 
 pytestmark = pytest.mark.slow
 
@@ -20,8 +20,11 @@ EVERYTHING = {
         {"name": "gpu-fleet", "quotas": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 4}, "nvidia-l40s": {"nvidia.com/gpu": 1}}},
         {"name": "team-a", "namespaces": ["team-a"], "quotas": {"nvidia-h100-80gb-hbm3": {"nvidia.com/gpu": 4}}}],
 }
+# gpu-c runs the DRA kubelet plugin, which needs driver 580 or newer.
+DRIVER_580 = {"driver_version": "580.82.07", "kernel_module_version": "580.82.07"}
 NODES = {"gpu-a": {"facts": "hgx-h100"}, "gpu-b": {"facts": "l40s"},
-         "gpu-c": {"facts": "hgx-h100", "vars": {"gpu_nodes_host_labels": {"nvidia.com/gpu.deploy.device-plugin": "false"}}}}
+         "gpu-c": {"facts": dict(load_facts("hgx-h100"), **DRIVER_580),
+                   "vars": {"gpu_nodes_host_labels": {"nvidia.com/gpu.deploy.device-plugin": "false"}}}}
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +101,17 @@ def test_run_counts(stack):
         "gpu_smoke_test": 7}
     assert objects == 23 and len(stack.releases) == 7
     assert stack.tasks > 0
+
+
+def test_dra_node_with_a_driver_older_than_580_stops_before_any_layer(render):
+    """gpu-c (DRA) has 570.172.08 in its facts; gpu-a (device plugin) may keep 570."""
+    nodes = dict(NODES, **{"gpu-c": dict(NODES["gpu-c"], facts="hgx-h100"), "gpu-d": dict(NODES["gpu-c"])})
+    failed = render("sched-dra-570", extra_vars={"dra_driver_enabled": True}, nodes=nodes, expect_failure=True)
+    flat = " ".join(failed.output.split())
+    assert "needs NVIDIA driver 580 or newer on every node that runs its kubelet plugin" in flat, flat[-2000:]
+    assert "gpu-c (host gpu-c) has driver 570.172.08 in its facts" in flat
+    assert "gpu-d" not in flat.split("needs NVIDIA driver 580")[1] and "gpu-a (host" not in flat
+    assert failed.layers == {}
 
 
 def test_dra_on_kubernetes_133_stops_before_any_layer(render):

@@ -107,18 +107,84 @@ def test_nodes_without_gpus_or_facts():
     assert cap["missing_facts"] == ["unknown"]
 
 
-@pytest.mark.parametrize("cfg, message", [
-    ({"name": "x", "mode": "time-slicing", "replicas": -1}, "replicas of nvidia.com/gpu must be at least 1, got -1"),
-    ({"name": "x", "mode": "time-slicing", "replicas": 0}, "must be at least 1, got 0"),
-    ({"name": "x", "mode": "time-slicing", "replicas": "many"}, "must be an integer"),
-    ({"name": "x", "mode": "time-slicing"}, "needs replicas"),
-    ({"name": "x", "mode": "sliced", "replicas": 2}, "unknown mode 'sliced'"),
-    ({"name": "x y", "mode": "none"}, "name must be"),
-    ({"name": "x", "mode": "mps", "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}, "MPS cannot share MIG devices"),
+TS = {"name": "x", "mode": "time-slicing"}
+
+
+@pytest.mark.parametrize("cfg, strategy, message", [
+    # The device plugin's own rules (api/config/v1 replicas.go, resources.go; cmd/nvidia-device-plugin/main.go).
+    (dict(TS, replicas=1), "single", r"replicas of nvidia.com/gpu is 1, but the device plugin refuses it \(\"number of replicas must be >= 2\"\)"),
+    (dict(TS, replicas=0), "single", "number of replicas must be >= 2"),
+    (dict(TS, replicas=-2), "single", "replicas of nvidia.com/gpu is -2, but the device plugin refuses it"),
+    (dict(TS, replicas=2.7), "single", "replicas of nvidia.com/gpu must be a whole number, got 2.7"),
+    (dict(TS, replicas="2.7"), "single", "must be a whole number, got '2.7'"),
+    (dict(TS, replicas=True), "single", "must be an integer, got True"),
+    (dict(TS, replicas="many"), "single", "must be a whole number, got 'many'"),
+    (dict(TS), "single", "time-slicing needs replicas"),
+    (dict(TS, resources=[]), "single", "no resources specified"),
+    (dict(TS, resources={"name": "nvidia.com/gpu", "replicas": 2}), "single", "resources must be a list"),
+    (dict(TS, resources=[{"replicas": 2}]), "single", "no resource name specified"),
+    (dict(TS, resources=[{"name": "nvidia.com/gpu"}]), "single", "no replicas specified for nvidia.com/gpu"),
+    (dict(TS, replicas=2, resources=[{"name": "nvidia.com/gpu", "replicas": 2}]), "single", "set either replicas .* or resources, not both"),
+    (dict(TS, resources=[{"name": "nvidia.com/gpu", "replicas": 2}, {"name": "gpu", "replicas": 3}]), "single",
+     "resource nvidia.com/gpu is listed twice"),
+    (dict(TS, resources=[{"name": "nvidia.com/GPU", "replicas": 2}]), "single", "incorrect format for resource name 'nvidia.com/GPU'"),
+    (dict(TS, resources=[{"name": "nvidia.com/mig_1g", "replicas": 2}]), "mixed", "incorrect format for resource name"),
+    (dict(TS, resources=[{"name": "nvidia.com/mig-" + "x" * 60, "replicas": 2}]), "mixed",
+     "fully-qualified resource name must be 63 characters or less"),
+    (dict(TS, resources=[{"name": "nvidia.com/mig-" + "x" * 42, "replicas": 2}], rename_by_default=True), "mixed",
+     r"\(rename_by_default\): fully-qualified resource name must be 63 characters or less: nvidia.com/mig-x+\.shared"),
+    (dict(TS, resources=[{"name": "nvidia.com/tpu", "replicas": 2}]), "single", "the device plugin advertises no resource nvidia.com/tpu"),
+    (dict(TS, resources=[{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]), "single",
+     "nvidia.com/mig-1g.10gb exists only under the mixed MIG strategy"),
+    (dict(TS, resources=[{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]), "none", "exists only under the mixed MIG strategy"),
+    (dict(TS, resources=[{"name": "nvidia.com/gpu", "replicas": 2, "rename": "nvidia.com/shared"}]), "single",
+     "the device plugin ignores 'rename' in sharing resources"),
+    (dict(TS, replicas=2, rename_by_default="maybe"), "single", "rename_by_default must be true or false, got 'maybe'"),
+    (dict(TS, replicas=2, fail_requests_greater_than_one=2), "single", "fail_requests_greater_than_one must be true or false"),
+    ({"name": "x", "mode": "mps", "replicas": 2}, "mixed", "using --mig-strategy=mixed is not supported with MPS"),
+    ({"name": "x", "mode": "none", "replicas": 4}, "single", "mode none shares nothing, so replicas would be ignored"),
+    ({"name": "x", "mode": "sliced", "replicas": 2}, "single", "unknown mode 'sliced'"),
+    ({"name": "x y", "mode": "none"}, "single", "name must be"),
+    # Unknown keys name the typo and list the known keys.
+    (dict(TS, replicas=2, rename_by_defualt=True), "single",
+     "sharing config 'x': unknown key rename_by_defualt; known keys: name, mode, replicas, resources, rename_by_default, "
+     "fail_requests_greater_than_one"),
+    (dict(TS, resources=[{"name": "nvidia.com/gpu", "replica": 2}]), "single",
+     "sharing config 'x', resource nvidia.com/gpu: unknown key replica; known keys: name, replicas"),
+    (dict(TS, resources=[{"name": "nvidia.com/gpu", "replicas": 2, "devices": [0]}]), "single", "unknown key devices"),
 ])
-def test_bad_sharing_configs(cfg, message):
+def test_bad_sharing_configs(cfg, strategy, message):
     with pytest.raises(AnsibleFilterError, match=message):
-        f.gpu_sharing_configs([cfg], mig_strategy="mixed")
+        f.gpu_sharing_configs([cfg], mig_strategy=strategy)
+
+
+@pytest.mark.parametrize("replicas", [2, 4.0, "3", 16])
+def test_whole_number_replicas_are_rendered_as_integers(replicas):
+    doc = sharing(dict(TS, replicas=replicas))["x"]["document"]
+    (res,) = doc["sharing"]["timeSlicing"]["resources"]
+    assert res == {"name": "nvidia.com/gpu", "replicas": int(float(replicas))}
+    assert type(res["replicas"]) is int
+
+
+def test_short_resource_names_get_the_plugin_prefix():
+    cfgs = sharing(dict(TS, resources=[{"name": "gpu", "replicas": 2}, {"name": "mig-1g.10gb", "replicas": 3}]),
+                   mig_strategy="mixed")
+    assert cfgs["x"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2}, {"name": "nvidia.com/mig-1g.10gb", "replicas": 3}]
+
+
+def test_mps_fail_requests_is_rendered_only_when_set():
+    cfgs = sharing({"name": "a", "mode": "mps", "replicas": 2},
+                   {"name": "b", "mode": "mps", "replicas": 2, "fail_requests_greater_than_one": False},
+                   {"name": "c", "mode": "time-slicing", "replicas": 2, "fail_requests_greater_than_one": "yes"})
+    assert "failRequestsGreaterThanOne" not in cfgs["a"]["document"]["sharing"]["mps"]
+    assert cfgs["b"]["document"]["sharing"]["mps"]["failRequestsGreaterThanOne"] is False
+    assert cfgs["c"]["document"]["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is True
+
+
+def test_bad_config_fails_without_returning_a_partial_result():
+    good = {"name": "ok", "mode": "time-slicing", "replicas": 2}
+    with pytest.raises(AnsibleFilterError, match="sharing config 'bad'"):
+        f.gpu_sharing_configs([good, {"name": "bad", "mode": "time-slicing", "replicas": 1}])
 
 
 def test_unknown_mig_strategy():
@@ -251,7 +317,7 @@ def dra_fleet(**kw):
 def test_dra_node_advertises_nothing_and_is_listed_apart():
     cap = dra_fleet()
     assert cap["nodes"]["dra"] == {"host": "dra", "product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "mig": False,
-                                   "config": None, "resources": {}, "dra": True}
+                                   "config": None, "resources": {}, "dra": True, "driver": "570.172.08"}
     assert cap["dra_nodes"] == {"dra": {"host": "dra", "product": "NVIDIA-H100-80GB-HBM3", "gpu_count": 8, "mig": False}}
     # Only the device-plugin nodes count: (8 + 1) GPUs x 4 replicas.
     assert cap["resources"] == {"nvidia.com/gpu": 36}
@@ -313,3 +379,132 @@ def test_allocatable_diff_expects_nothing_from_the_device_plugin_on_dra_nodes():
     assert f.gpu_allocatable_diff(k8s[1:], cap) == [
         "node b: allocatable nvidia.com/gpu is 0, expected 4 (1 GPU(s), device-plugin config ts4)",
         "node dra (host dra) is not in the cluster"]
+
+
+# ---- The device plugin's resources per MIG strategy (internal/rm in NVIDIA/k8s-device-plugin) ----
+
+def test_mig_strategy_none_counts_mig_enabled_gpus_as_whole_gpus():
+    """Under none the plugin ignores MIG: every GPU, MIG-enabled or not, is one nvidia.com/gpu."""
+    one = f.gpu_capacity([node("m", "h200-mig")], mig_strategy="none")
+    assert one["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 1}
+    assert one["nodes"]["m"]["mig"] is True
+    both = f.gpu_capacity([node("m", "h100-mig-mixed"), node("h", "hgx-h100")], mig_strategy="none")
+    assert both["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 2}
+    assert both["resources"] == {"nvidia.com/gpu": 10}
+    assert both["by_product"]["NVIDIA-H100-80GB-HBM3"] == {"nvidia.com/gpu": 10}
+
+
+def test_mig_strategy_none_with_time_slicing_multiplies_every_gpu():
+    cfgs = sharing(dict(TS, replicas=3), mig_strategy="none")
+    cap = f.gpu_capacity([node("m", "h100-mig-mixed", config="x")], mig_strategy="none", sharing=cfgs)
+    assert cap["nodes"]["m"]["resources"] == {"nvidia.com/gpu": 6}
+
+
+def test_mig_strategy_none_ignores_the_mig_plan_counts():
+    plan = {"single": {"valid": True, "reason": None, "resources": {"nvidia.com/gpu": 56}},
+            "mixed": {"valid": True, "reason": None, "resources": {"nvidia.com/mig-1g.10gb": 56}}}
+    cap = f.gpu_capacity([node("m", "hgx-h100", mig_k8s_resources=plan)], mig_strategy="none")
+    assert cap["resources"] == {"nvidia.com/gpu": 8}
+
+
+def test_mig_single_with_time_slicing_shares_the_mig_devices_as_gpus():
+    """Under single, MIG devices are nvidia.com/gpu, so a time-slicing config of nvidia.com/gpu replicates them."""
+    cfgs = sharing(dict(TS, replicas=4, rename_by_default=True))
+    cap = f.gpu_capacity([node("m", "h200-mig", config="x")], mig_strategy="single", sharing=cfgs)
+    assert cap["nodes"]["m"]["resources"] == {"nvidia.com/gpu.shared": 28}
+
+
+def test_mig_mixed_with_rename_by_default_renames_only_the_shared_resources():
+    cfgs = sharing(dict(TS, rename_by_default=True, resources=[{"name": "nvidia.com/mig-1g.10gb", "replicas": 2},
+                                                               {"name": "nvidia.com/gpu", "replicas": 3}]),
+                   mig_strategy="mixed")
+    cap = f.gpu_capacity([node("m", "h100-mig-mixed", config="x")], mig_strategy="mixed", sharing=cfgs)
+    assert cap["nodes"]["m"]["resources"] == {
+        "nvidia.com/mig-1g.10gb.shared": 4, "nvidia.com/gpu.shared": 3,
+        "nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-2g.20gb": 1}
+
+
+def test_renamed_resources_add_up_across_nodes_and_configs():
+    """Time-slicing and MPS configs that both rename to nvidia.com/gpu.shared sum, per node, product and fleet."""
+    cfgs = sharing({"name": "ts", "mode": "time-slicing", "replicas": 4, "rename_by_default": True},
+                   {"name": "mps", "mode": "mps", "replicas": 2, "rename_by_default": True})
+    cap = f.gpu_capacity([node("a", "hgx-h100", config="ts"), node("b", "hgx-h100", config="mps"),
+                          node("c", "l40s", config="ts"), node("d", "l40s", config="ts")], sharing=cfgs)
+    assert cap["nodes"]["a"]["resources"] == {"nvidia.com/gpu.shared": 32}
+    assert cap["nodes"]["b"]["resources"] == {"nvidia.com/gpu.shared": 16}
+    assert cap["resources"] == {"nvidia.com/gpu.shared": 32 + 16 + 4 + 4}
+    assert cap["by_product"] == {"NVIDIA-H100-80GB-HBM3": {"nvidia.com/gpu.shared": 48},
+                                 "NVIDIA-L40S": {"nvidia.com/gpu.shared": 8}}
+
+
+def test_renamed_and_plain_resources_stay_apart():
+    cfgs = sharing({"name": "ts", "mode": "time-slicing", "replicas": 2, "rename_by_default": True},
+                   {"name": "plain", "mode": "time-slicing", "replicas": 2})
+    cap = f.gpu_capacity([node("a", "l40s", config="ts"), node("b", "l40s", config="plain"), node("c", "l40s")],
+                         sharing=cfgs)
+    assert cap["resources"] == {"nvidia.com/gpu.shared": 2, "nvidia.com/gpu": 3}
+
+
+# ---- Tenants: unknown keys, names, duplicates ----
+
+@pytest.mark.parametrize("tenants, message", [
+    ([{"name": "x", "gpu_shares": 0.5}], "tenant x: unknown key gpu_shares; known keys: name, namespace, pod_security, gpu_share"),
+    ([{"name": "x", "pod_securty": "restricted", "quotas": {}}], "tenant x: unknown keys pod_securty, quotas; known keys"),
+    ([{"name": "Team_A", "namespace": "team-a"}], "tenant 'Team_A': name must be a DNS-1123 label"),
+    ([{"name": "team-a-", "namespace": "team-a"}], "name must be a DNS-1123 label"),
+    ([{"name": "t" * 64, "namespace": "team-a"}], "name must be a DNS-1123 label"),
+    ([{"name": "x", "namespace": "ns-1"}, {"name": "x", "namespace": "ns-2"}], "tenant x is defined twice \\(tenant #2\\)"),
+])
+def test_tenants_plan_refuses_typos_bad_names_and_duplicates(tenants, message):
+    cap = f.gpu_capacity([node("a", "hgx-h100")])
+    with pytest.raises(AnsibleFilterError, match=message):
+        f.gpu_tenants_plan(tenants, cap)
+
+
+def test_tenant_name_with_its_own_namespace_is_the_label_value():
+    cap = f.gpu_capacity([node("a", "hgx-h100")])
+    (plan,) = f.gpu_tenants_plan([{"name": "research", "namespace": "ml-research"}], cap)
+    assert (plan["name"], plan["namespace"], plan["kueue_local_queue"]) == ("research", "ml-research", "research")
+
+
+# ---- DRA needs driver 580 or newer on the nodes that run its kubelet plugin ----
+
+def _with_driver(facts_name, version):
+    return dict(facts(facts_name), driver_version=version)
+
+
+DRA_SELECTOR = {"nvidia.com/gpu.deploy.device-plugin": "false"}
+
+
+def test_dra_driver_check_names_old_drivers_on_dra_nodes_only():
+    nodes = [node("old", nvidia=_with_driver("hgx-h100", "570.172.08"), dra=True),
+             node("minor", nvidia=_with_driver("hgx-h100", "575.99.99"), dra=True),
+             node("ok", nvidia=_with_driver("hgx-h100", "580.65.06"), dra=True),
+             node("plugin", nvidia=_with_driver("l40s", "550.54.15")),
+             node("nofacts", dra=True)]
+    cap = f.gpu_capacity(nodes)
+    plan = [{"name": n["name"], "host": "h-" + n["name"], "labels": dict(DRA_SELECTOR) if n.get("dra") else {"x": "y"}}
+            for n in nodes]
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR) == [
+        "old (host h-old) has driver 570.172.08", "minor (host h-minor) has driver 575.99.99"]
+    # A finer minimum compares minor and patch parts too.
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR, "580.65.07") == [
+        "old (host h-old) has driver 570.172.08", "minor (host h-minor) has driver 575.99.99",
+        "ok (host h-ok) has driver 580.65.06"]
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR, "570.172.08") == []
+    # A selector entry the node lacks means no kubelet plugin there.
+    assert f.gpu_dra_driver_check(plan, cap, dict(DRA_SELECTOR, pool="dra")) == []
+
+
+def test_dra_driver_check_compares_numbers_not_text():
+    cap = f.gpu_capacity([node("n", nvidia=_with_driver("l40s", "1000.1"), dra=True)])
+    plan = [{"name": "n", "host": "n", "labels": DRA_SELECTOR}]
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR) == []
+    cap = f.gpu_capacity([node("n", nvidia=_with_driver("l40s", "58.0"), dra=True)])
+    assert f.gpu_dra_driver_check(plan, cap, DRA_SELECTOR) == ["n (host n) has driver 58.0"]
+
+
+@pytest.mark.parametrize("minimum", ["", "580.x", "r580"])
+def test_dra_driver_check_refuses_a_bad_minimum(minimum):
+    with pytest.raises(AnsibleFilterError, match="the minimum driver version must be a driver version"):
+        f.gpu_dra_driver_check([], {}, DRA_SELECTOR, minimum)

@@ -144,3 +144,44 @@ def test_in_namespaces_keeps_cluster_scoped_and_known_namespaces():
     assert sorted(kinds(kept)) == ["ClusterQueue", "ConfigMap", "CustomResourceDefinition", "Namespace", "Namespace",
                                    "PriorityClass"]
     assert f.k8s_in_namespaces(MIXED, ["gpu-operator", "team-a"]) == MIXED
+
+
+# ---- Scope and identity: a stray namespace on a cluster-scoped kind, duplicates per API group ----
+
+STRAY = obj("ClusterRole", "gpu-reader", "team-a", api="rbac.authorization.k8s.io/v1")
+
+
+def test_cluster_scoped_kind_with_a_stray_namespace_is_applied_as_cluster_scoped():
+    namespaced = obj("ConfigMap", "a-first", "team-a")
+    assert f.k8s_phase(STRAY) == f.PHASE_CLUSTER
+    ordered = f.k8s_apply_order([namespaced, STRAY])
+    # Cluster-scoped before namespaced, whatever the names; the stray namespace is dropped.
+    assert [o["metadata"] for o in ordered] == [{"name": "gpu-reader"}, {"name": "a-first", "namespace": "team-a"}]
+    assert STRAY["metadata"]["namespace"] == "team-a", "the input object must not be modified"
+    phases = f.k8s_phases([namespaced, STRAY, obj("Namespace", "team-a")])
+    assert [o["metadata"] for o in phases["resources"]] == [{"name": "gpu-reader"}, {"name": "a-first", "namespace": "team-a"}]
+    manifest = yaml.safe_load_all(f.k8s_manifest([STRAY]))
+    assert [d["metadata"] for d in manifest] == [{"name": "gpu-reader"}]
+
+
+def test_cluster_scoped_kind_with_a_stray_namespace_is_kept_whatever_namespaces_exist():
+    assert f.k8s_in_namespaces([STRAY, obj("ConfigMap", "x", "team-b")], ["team-b"]) == [STRAY, obj("ConfigMap", "x", "team-b")]
+    assert f.k8s_in_namespaces([STRAY, obj("ConfigMap", "x", "team-b")], []) == [STRAY]
+
+
+def test_a_stray_namespace_does_not_hide_a_duplicate_cluster_scoped_object():
+    with pytest.raises(AnsibleFilterError, match="duplicate Kubernetes object ClusterRole gpu-reader"):
+        f.k8s_apply_order([STRAY, obj("ClusterRole", "gpu-reader", api="rbac.authorization.k8s.io/v1")])
+
+
+def test_duplicates_are_keyed_by_api_group_not_version():
+    """apps/v1 and apps/v1beta1 Deployment x are one object; batch/v1 Job and example.com/v1 Job are two."""
+    with pytest.raises(AnsibleFilterError, match="duplicate Kubernetes object Deployment team-a/x"):
+        f.k8s_apply_order([obj("Deployment", "x", "team-a", api="apps/v1"),
+                           obj("Deployment", "x", "team-a", api="apps/v1beta1")])
+    with pytest.raises(AnsibleFilterError, match="duplicate Kubernetes object LocalQueue team-a/q"):
+        f.k8s_apply_order([obj("LocalQueue", "q", "team-a", api="kueue.x-k8s.io/v1beta1"),
+                           obj("LocalQueue", "q", "team-a", api="kueue.x-k8s.io/v1beta2")])
+    two = [obj("Job", "x", "team-a", api="batch/v1"), obj("Job", "x", "team-a", api="example.com/v1"),
+           obj("Job", "x", "team-b", api="batch/v1"), obj("CronJob", "x", "team-a", api="batch/v1")]
+    assert len(f.k8s_apply_order(two)) == 4

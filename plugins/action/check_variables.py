@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""Fail a plan on variables that look like a role's (or the platform's) but that nothing defines.
+
+Argument specs validate the variables a role knows; a misspelt one
+(``gpu_sharing_config`` for ``gpu_sharing_configs``) is simply never read.
+This action finds, among the variables of the current host (and of the hosts
+named in ``hosts``), every name with a role's prefix ``<role>_`` or
+``gpuops_`` that the role's ``meta/argument_specs.yml`` (or ``meta/variables.yml``
+for ``gpuops_*``) does not define, and fails naming the closest known one.
+
+A name belongs to the role with the longest matching prefix, so ``gpu_nodes_x``
+is gpu_nodes' even if a role ``gpu`` existed. Facts and registered results
+(set by tasks, not by the user) and internal names (``__x``, ``<role>__x``)
+are not checked.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import difflib
+import os
+
+import yaml
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+GLOBAL_PREFIX = "gpuops_"
+# This file is <collection>/plugins/action/check_variables.py.
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_CATALOGS = {}
+
+
+def _yaml(path):
+    try:
+        with open(path, "rb") as handle:
+            return yaml.safe_load(handle) or {}
+    except FileNotFoundError:
+        return {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise AnsibleError("cannot read %s: %s" % (path, to_text(exc)))
+
+
+def load_catalog(root=COLLECTION_ROOT):
+    """``{"roles": {role: set(names)}, "globals": set(names)}`` from the collection's files (read once per process)."""
+    if root in _CATALOGS:
+        return _CATALOGS[root]
+    roles, global_names = {}, set()
+    roles_dir = os.path.join(root, "roles")
+    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
+        base = os.path.join(roles_dir, role)
+        specs = _yaml(os.path.join(base, "meta", "argument_specs.yml")).get("argument_specs") or {}
+        names = set()
+        for entry in specs.values():
+            names.update((entry or {}).get("options") or {})
+        # Defaults and role vars are defined by the role itself, so never a typo.
+        for folder in ("defaults", "vars"):
+            names.update(_yaml(os.path.join(base, folder, "main.yml")))
+        global_names.update(n for n in names if n.startswith(GLOBAL_PREFIX))
+        roles[role] = set(n for n in names if n.startswith(role + "_"))
+    listed = _yaml(os.path.join(root, "meta", "variables.yml"))
+    for section in ("variables", "facts"):
+        global_names.update(listed.get(section) or {})
+    catalog = {"roles": roles, "globals": global_names}
+    _CATALOGS[root] = catalog
+    return catalog
+
+
+def owner(name, roles):
+    """The role whose prefix ``<role>_`` is the longest start of ``name``, or None."""
+    best = None
+    for role in roles:
+        if name.startswith(role + "_") and (best is None or len(role) > len(best)):
+            best = role
+    return best
+
+
+def _internal(name, role):
+    return name.startswith("_") or (role is not None and name.startswith(role + "__"))
+
+
+def unknown_variables(names, catalog, roles=None, check_globals=True):
+    """``[(name, owner, closest known name or None, known names)]`` for the names nothing defines.
+
+    ``roles``: the roles whose prefixes are checked (default every role of the catalog).
+    """
+    all_roles = catalog["roles"]
+    checked = set(all_roles if roles is None else roles)
+    problems = []
+    for name in sorted(set(to_text(n) for n in names)):
+        role = owner(name, all_roles)
+        if role is not None:
+            if role not in checked or _internal(name, role) or name in all_roles[role]:
+                continue
+            known = all_roles[role]
+        elif name.startswith(GLOBAL_PREFIX) and check_globals and not _internal(name, None):
+            if name in catalog["globals"]:
+                continue
+            role, known = "gpuops", catalog["globals"]
+        else:
+            continue
+        # Compare what follows the shared prefix, or every name would look close.
+        prefix = GLOBAL_PREFIX if role == "gpuops" else role + "_"
+        suffixes = dict((k[len(prefix):], k) for k in known)
+        close = difflib.get_close_matches(name[len(prefix):], sorted(suffixes), n=1, cutoff=0.6)
+        problems.append((name, role, suffixes[close[0]] if close else None, sorted(known)))
+    return problems
+
+
+def format_problems(problems_by_host):
+    lines = []
+    for host, problems in problems_by_host:
+        for name, role, close, known in problems:
+            where = "platform-wide (meta/variables.yml)" if role == "gpuops" else "role %s" % role
+            hint = "did you mean %s?" % close if close else "known: %s" % ", ".join(known)
+            lines.append("%s (host %s): no such variable in %s, so it would be ignored; %s" % (name, host, where, hint))
+    return lines
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("roles", "hosts", "globals"))
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        dummy, args = self.validate_argument_spec(argument_spec=dict(
+            roles=dict(type="list", elements="str"),
+            hosts=dict(type="list", elements="str", default=[]),
+            globals=dict(type="bool", default=True),
+        ))
+        catalog = load_catalog()
+        if args["roles"] is not None:
+            missing = sorted(set(args["roles"]) - set(catalog["roles"]))
+            if missing:
+                raise AnsibleError("check_variables: no role %s in this collection (roles: %s)"
+                                   % (", ".join(missing), ", ".join(sorted(catalog["roles"]))))
+        hostvars = task_vars.get("hostvars") or {}
+        manager = getattr(hostvars, "_variable_manager", None)
+        current = to_text(task_vars.get("inventory_hostname") or "localhost")
+
+        found, checked = [], 0
+        targets = [(current, task_vars, args["globals"])]
+        for host in args["hosts"]:
+            if host != current and host in hostvars:
+                # Other hosts: their role variables only; their gpuops_* are checked where they run.
+                targets.append((host, hostvars[host], False))
+        for host, variables, check_globals in targets:
+            names = set(variables) - _set_by_tasks(manager, host)
+            checked += len(names)
+            problems = unknown_variables(names, catalog, args["roles"], check_globals)
+            if problems:
+                found.append((host, problems))
+        result.update(changed=False, checked=checked, unknown=[p[0] for host, ps in found for p in ps])
+        if found:
+            lines = format_problems(found)
+            result.update(failed=True, msg="Unknown variables (a typo is never read): " + " | ".join(lines))
+        else:
+            result["msg"] = "No unknown variables among %d checked" % checked
+        return result
+
+
+def _set_by_tasks(manager, host):
+    """Names set by set_fact, register or fact gathering on ``host``: results, not user input."""
+    names = set()
+    if manager is None:
+        return names
+    names.update(getattr(manager, "_nonpersistent_fact_cache", {}).get(host) or {})
+    try:
+        names.update(manager._fact_cache.get(host) or {})
+    except (KeyError, AttributeError):
+        pass
+    return names

@@ -1,0 +1,93 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: check_variables
+short_description: Fail on role and platform variables that nothing defines (typos)
+version_added: 0.1.0
+description:
+  - Argument specs validate the variables a role knows; a misspelt variable (C(gpu_sharing_config) for
+    C(gpu_sharing_configs)) is never read and never reported. This action fails on every variable of the
+    current host (and of the hosts in O(hosts)) whose name starts with a role's prefix C(<role>_), or with
+    C(gpuops_), and that the role's C(meta/argument_specs.yml) (for C(gpuops_*), the collection's
+    C(meta/variables.yml) or any role's argument specs) does not define. The message names each variable, the
+    host and the closest known variable.
+  - A name belongs to the role with the longest matching prefix, so C(gpu_nodes_group) is gpu_nodes' and never
+    another role's whose name is a shorter prefix.
+  - Not checked - internal names (C(__x), C(<role>__x)), and facts and registered results (set by tasks, not by
+    the inventory or extra variables).
+  - Roles added to the collection are checked as soon as their variables are in their argument specs; nothing
+    here lists roles.
+  - Runs on the controller; makes no connection to the host.
+author:
+  - gpuops.platform maintainers (@gpuops)
+options:
+  roles:
+    description:
+      - Roles whose variables are checked. Default every role of the collection.
+    type: list
+    elements: str
+  hosts:
+    description:
+      - Other inventory hosts whose variables are checked for the prefixes of O(roles) too, for example the
+        GPU nodes whose host variables a Kubernetes role reads.
+    type: list
+    elements: str
+    default: []
+  globals:
+    description:
+      - Check C(gpuops_*) variables of the current host as well.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: Reads variables only; nothing changes in either mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
+notes:
+  - The check reads the roles' files once per run; it costs no round trip to the host.
+"""
+
+EXAMPLES = r"""
+- name: Refuse unknown gpu_sharing_* and gpuops_* variables
+  gpuops.platform.check_variables:
+    roles: [gpu_sharing]
+
+- name: Refuse unknown variables of every role, here and on the GPU nodes
+  gpuops.platform.check_variables:
+    hosts: "{{ groups['gpu_nodes'] | default([]) }}"
+"""
+
+RETURN = r"""
+checked:
+  description: How many variable names were looked at.
+  returned: always
+  type: int
+  sample: 412
+unknown:
+  description: The unknown variable names.
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu_sharing_config]
+"""

@@ -1,0 +1,141 @@
+"""check_variables: unknown role and platform variables (typos) fail the plan, known ones never do."""
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+
+from ansible_collections.gpuops.platform.plugins.action import check_variables as cv
+
+ROOT = Path(__file__).resolve().parents[4]
+CATALOG = cv.load_catalog(str(ROOT))
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
+
+
+def problems(names, roles=None, check_globals=True, catalog=CATALOG):
+    return [(name, role, close) for name, role, close, dummy in cv.unknown_variables(names, catalog, roles, check_globals)]
+
+
+def test_every_role_of_the_collection_is_in_the_catalog_with_its_specs_and_defaults():
+    assert sorted(CATALOG["roles"]) == ROLES and len(ROLES) >= 16
+    for role in ROLES:
+        specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+        options = set().union(*[set((e or {}).get("options") or {}) for e in specs.values()])
+        defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) \
+            if (ROOT / "roles" / role / "defaults" / "main.yml").is_file() else {}
+        own = {n for n in options | set(defaults or {}) if n.startswith(role + "_")}
+        assert own <= CATALOG["roles"][role], role
+        # Nothing of a role's own is ever reported, and each name belongs to that role, not to one with a shorter prefix.
+        assert problems(own) == [], role
+        assert {cv.owner(n, CATALOG["roles"]) for n in own} <= {role}, role
+
+
+@pytest.mark.parametrize("name, role, close", [
+    ("gpu_sharing_config", "gpu_sharing", "gpu_sharing_configs"),
+    ("gpu_sharing_replica", "gpu_sharing", None),
+    ("gpu_tenants_lists", "gpu_tenants", "gpu_tenants_list"),
+    ("gpu_nodes_device_plugin_confg", "gpu_nodes", "gpu_nodes_device_plugin_config"),
+    ("dra_driver_enable", "dra_driver", "dra_driver_enabled"),
+    ("nvidia_driver_branc", "nvidia_driver", "nvidia_driver_branch"),
+    ("mig_confg_name", "mig", "mig_config_name"),
+    ("gpuops_k8s_mig_stratgy", "gpuops", "gpuops_k8s_mig_strategy"),
+    ("gpuops_nodes_serail", "gpuops", "gpuops_nodes_serial"),
+])
+def test_typos_are_reported_with_the_closest_known_variable(name, role, close):
+    (found,) = problems(["gpu_sharing_configs", "gpuops_k8s_render_dir", name])
+    assert found[:2] == (name, role)
+    if close:
+        assert found[2] == close
+
+
+def test_a_typo_without_a_close_match_lists_the_known_variables():
+    (entry,) = cv.unknown_variables(["gpu_sharing_zzz"], CATALOG)
+    line = cv.format_problems([("localhost", [entry])])[0]
+    assert line.startswith("gpu_sharing_zzz (host localhost): no such variable in role gpu_sharing, so it would be ignored;")
+    assert "known: " in line and "gpu_sharing_configs" in line and "gpu_sharing_namespace" in line
+
+
+def test_longest_prefix_owns_a_name_and_only_checked_roles_are_judged():
+    """Roles gpu and gpu_nodes, mig and mig_manager: gpu_nodes_* is never gpu's, mig_manager_* never mig's."""
+    catalog = {"roles": {"gpu": {"gpu_enabled"}, "gpu_nodes": {"gpu_nodes_group"}, "mig": {"mig_config"},
+                         "mig_manager": {"mig_manager_image"}}, "globals": {"gpuops_x"}}
+    assert problems(["gpu_nodes_group", "mig_manager_image", "gpu_enabled", "mig_config"], catalog=catalog) == []
+    assert problems(["gpu_nodes_grup", "mig_manager_imag"], catalog=catalog) == [
+        ("gpu_nodes_grup", "gpu_nodes", "gpu_nodes_group"), ("mig_manager_imag", "mig_manager", "mig_manager_image")]
+    # Checking role gpu judges only gpu_*: gpu_nodes_grup is gpu_nodes' business.
+    assert problems(["gpu_nodes_grup", "gpu_enabld"], roles=["gpu"], catalog=catalog) == [("gpu_enabld", "gpu", "gpu_enabled")]
+    assert cv.owner("gpuops_x", catalog["roles"]) is None and cv.owner("gpu", catalog["roles"]) is None
+
+
+def test_internal_names_unrelated_names_and_unchecked_globals_pass():
+    assert problems(["gpu_sharing__configs", "__gpu_sharing_x", "_gpu_sharing", "gpu_sharingx", "ansible_host",
+                     "inventory_hostname", "gpu", "my_gpu_sharing_configs"]) == []
+    assert problems(["gpuops_typo"], check_globals=False) == []
+    assert problems(["gpuops_typo"]) == [("gpuops_typo", "gpuops", None)]
+
+
+def test_published_facts_and_argument_spec_globals_are_known():
+    listed = yaml.safe_load((ROOT / "meta" / "variables.yml").read_text())
+    assert problems(list(listed["variables"]) + list(listed["facts"])) == []
+    # gpuops_k8s_mig_strategy is in meta/variables.yml and in role argument specs; either makes it known.
+    assert "gpuops_k8s_mig_strategy" in CATALOG["globals"]
+
+
+@pytest.mark.parametrize("inventory", ["example", "local"])
+def test_the_shipped_inventories_use_only_known_variables(inventory):
+    names = set()
+    for path in (ROOT / "inventories" / inventory).rglob("*.yml"):
+        data = yaml.safe_load(path.read_text()) or {}
+        if path.name == "hosts.yml":
+            continue
+        names.update(data)
+    assert names and problems(names) == []
+
+
+def test_a_role_added_later_is_checked_from_its_argument_specs(tmp_path):
+    meta = tmp_path / "roles" / "gpu_health" / "meta"
+    meta.mkdir(parents=True)
+    (meta / "argument_specs.yml").write_text(yaml.safe_dump({"argument_specs": {"main": {"options": {
+        "gpu_health_taint_effect": {"type": "str"}}}}}))
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "variables.yml").write_text("variables:\n  gpuops_upgrade_serial: x\n")
+    catalog = cv.load_catalog(str(tmp_path))
+    assert problems(["gpu_health_taint_effect", "gpuops_upgrade_serial"], catalog=catalog) == []
+    assert problems(["gpu_health_taint_efect"], catalog=catalog) == [
+        ("gpu_health_taint_efect", "gpu_health", "gpu_health_taint_effect")]
+
+
+def test_names_set_by_tasks_are_left_out():
+    manager = mock.Mock(_nonpersistent_fact_cache={"n1": {"gpu_nodes_reg": 1}}, _fact_cache={"n1": {"gpu_nodes_fact": 2}})
+    assert cv._set_by_tasks(manager, "n1") == {"gpu_nodes_reg", "gpu_nodes_fact"}
+    assert cv._set_by_tasks(manager, "other") == set()
+    assert cv._set_by_tasks(None, "n1") == set()
+
+
+def _run(args, task_vars):
+    task = mock.Mock(args=args, async_val=0)
+    action = cv.ActionModule(task, mock.Mock(), mock.Mock(check_mode=False), loader=None, templar=None,
+                             shared_loader_obj=None)
+    return action.run(task_vars=task_vars)
+
+
+def test_run_fails_naming_variable_host_and_closest_and_skips_facts():
+    class HostVars(dict):
+        _variable_manager = mock.Mock(_nonpersistent_fact_cache={"gpu-a": {"gpu_nodes_registered": {}}}, _fact_cache={})
+    hostvars = HostVars({"gpu-a": {"gpu_nodes_dra": True, "gpu_nodes_registered": {}, "gpu_nodes_device_plugin_confg": "ts"}})
+    task_vars = {"inventory_hostname": "localhost", "hostvars": hostvars, "gpu_nodes_group": "gpu_nodes",
+                 "gpuops_k8s_mig_strategy": "single", "gpu_nodes_lables": {}}
+    result = _run({"roles": ["gpu_nodes"], "hosts": ["gpu-a", "missing"]}, task_vars)
+    assert result["failed"] is True and result["changed"] is False
+    assert result["unknown"] == ["gpu_nodes_lables", "gpu_nodes_device_plugin_confg"]
+    assert "gpu_nodes_lables (host localhost): no such variable in role gpu_nodes, so it would be ignored; " \
+           "did you mean gpu_nodes_labels?" in result["msg"]
+    assert "gpu_nodes_device_plugin_confg (host gpu-a)" in result["msg"]
+    assert "did you mean gpu_nodes_device_plugin_config?" in result["msg"]
+    ok = _run({"roles": ["gpu_nodes"]}, {"inventory_hostname": "localhost", "gpu_nodes_group": "x"})
+    assert not ok.get("failed") and ok["unknown"] == [] and ok["checked"] == 2
+
+
+def test_run_refuses_a_role_the_collection_does_not_have():
+    with pytest.raises(Exception, match="no role gpu_sharin in this collection"):
+        _run({"roles": ["gpu_sharin"]}, {"inventory_hostname": "localhost"})
