@@ -104,8 +104,10 @@ attributes:
     description: Runs on the controller only.
   async:
     support: none
+    description: Plans in one short task on the controller.
   bypass_host_loop:
     support: none
+    description: Runs once for the host it is called on (use C(run_once) or a play on localhost); plans O(hosts).
   check_mode:
     support: full
     description: Plans only in both modes; the report files are written in check mode too.

@@ -74,19 +74,19 @@ def _bars(title, items, key, width=420):
     if not items:
         return '<div class="plot" data-plot="%s"><h2>%s</h2><p class="muted">nothing to show</p></div>' % (
             _e(key), _e(title))
-    top = max(v for _, v in items)
+    top = max(value for _label, value in items)
     row, label_w = 22, 190
     height = row * len(items) + 6
     parts = ['<svg role="img" aria-label="%s" width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">'
              % (_e(title), width, height)]
     for i, (label, value) in enumerate(items):
-        bar = max(2, int((width - label_w - 60) * value / float(top)))
+        length = max(2, int((width - label_w - 60) * value / float(top)))
         y = i * row + 3
         parts.append('<text x="%d" y="%d" text-anchor="end" font-size="12">%s</text>'
                      % (label_w - 6, y + 14, _e(label if len(label) < 30 else label[:28] + "..")))
         parts.append('<rect x="%d" y="%d" width="%d" height="16" fill="%s"><title>%s: %s</title></rect>'
-                     % (label_w, y + 2, bar, COLORS[i % len(COLORS)], _e(label), _e(value)))
-        parts.append('<text x="%d" y="%d" font-size="12">%s</text>' % (label_w + bar + 4, y + 14, _e(value)))
+                     % (label_w, y + 2, length, COLORS[i % len(COLORS)], _e(label), _e(value)))
+        parts.append('<text x="%d" y="%d" font-size="12">%s</text>' % (label_w + length + 4, y + 14, _e(value)))
     parts.append("</svg>")
     return '<div class="plot" data-plot="%s"><h2>%s</h2>%s</div>' % (_e(key), _e(title), "".join(parts))
 

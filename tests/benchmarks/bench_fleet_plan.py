@@ -51,7 +51,7 @@ def generate(size, folder):
     os.makedirs(facts_dir)
     fixtures = dict((f, json.load(open(str(NVML / ("%s.json" % f))))) for _p, f, _n in POOLS)
     groups, hosts = dict((p, []) for p, _f, _n in POOLS), []
-    order = [(p, f) for p, f, n in POOLS for _ in range(n)]
+    order = [(p, f) for p, f, n in POOLS for _copy in range(n)]
     for i in range(size):
         pool, fixture = order[i % len(order)]
         name = "%s-%05d" % (pool, i)
@@ -109,12 +109,12 @@ def main():
         folder = tempfile.mkdtemp(prefix="bench-fleet-")
         try:
             facts_dir, inventory, hosts = generate(size, folder)
-            func = min(time_function(facts_dir, hosts)[0] for _ in range(args.runs))
+            func = min(time_function(facts_dir, hosts)[0] for _run in range(args.runs))
             _t, plan = time_function(facts_dir, hosts)
             assert plan["valid"], plan["errors"][:3]
-            book = min(time_playbook(facts_dir, inventory, folder) for _ in range(args.runs))
-            print("| %d | %d | %.2f s | %.2f s | %.1f ms |" % (size, plan["summary"]["gpus"], func, book,
-                                                              1000.0 * book / size))
+            book = min(time_playbook(facts_dir, inventory, folder) for _run in range(args.runs))
+            row = (size, plan["summary"]["gpus"], func, book, 1000.0 * book / size)
+            print("| %d | %d | %.2f s | %.2f s | %.1f ms |" % row)
             sys.stdout.flush()
         finally:
             shutil.rmtree(folder)

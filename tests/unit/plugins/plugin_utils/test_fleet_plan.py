@@ -65,7 +65,7 @@ def test_driver_plan_reboots_when_the_loaded_module_is_older_even_without_a_chan
     facts = fixture("l40s")
     facts["kernel_module_version"] = "570.158.01"
     facts["reboot_reasons"] = ["the loaded NVIDIA kernel module is 570.158.01 but the user-space driver is 570.172.08"]
-    out, _ = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version="570.172.08"), facts)
+    out, _errors = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version="570.172.08"), facts)
     assert out["action"] == "none" and out["reboot_required"]
     assert any("570.158.01" in r for r in out["reasons"])
 
@@ -106,9 +106,9 @@ def test_health_is_judged_from_the_raw_fields_not_the_recorded_status():
 def test_fabric_manager_follows_the_nvswitches():
     fabric, errors, warnings = fp.plan_fabric(dict(fp.DEFAULTS), fixture("hgx-h100"))
     assert (fabric["nvswitches"], fabric["fabric_manager"], errors, warnings) == (4, True, [], [])
-    fabric, _, _ = fp.plan_fabric(dict(fp.DEFAULTS), fixture("l40s"))
+    fabric, _errors, _warnings = fp.plan_fabric(dict(fp.DEFAULTS), fixture("l40s"))
     assert (fabric["nvswitches"], fabric["fabric_manager"]) == (0, False)
-    fabric, _, warnings = fp.plan_fabric(dict(fp.DEFAULTS, nvidia_driver_fabricmanager="false"), fixture("dgx-a100"))
+    fabric, _errors, warnings = fp.plan_fabric(dict(fp.DEFAULTS, nvidia_driver_fabricmanager="false"), fixture("dgx-a100"))
     assert fabric["fabric_manager"] is False and "6 NVSwitch" in warnings[0]
 
 
