@@ -9,7 +9,7 @@ STAGES=(setup lint changelog sanity units integration compat molecule)
 [ $# -gt 0 ] && STAGES=("$@")
 
 stage_setup() {
-  apt_ensure git podman runc debootstrap dpkg-dev uidmap fuse-overlayfs slirp4netns shellcheck
+  apt_ensure git podman runc debootstrap dpkg-dev uidmap fuse-overlayfs slirp4netns shellcheck chromium
   bash scripts/bootstrap.sh
 }
 stage_lint() { ansible-lint --profile production --offline; }

@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""The driver plan of one node from its replayed facts, shaped like nvidia_driver's result.
+
+With replayed facts the node's packages are not known, and the controller's
+own are not the node's: the plan compares the wanted driver with the facts'
+user-space and kernel module versions only (the same rules as fleet_plan).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan
+
+
+def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", open_modules=True, source="cuda",
+                              fabricmanager="auto"):
+    if not isinstance(facts, Mapping) or "gpus" not in facts:
+        raise AnsibleFilterError("nvidia_driver_replay_plan needs the replayed ansible_facts.nvidia (with gpus)")
+    settings = dict(fleet_plan.DEFAULTS, nvidia_driver_state=state, nvidia_driver_version=version or "",
+                    nvidia_driver_branch=str(branch or ""), nvidia_driver_fabricmanager=str(fabricmanager).lower())
+    driver, errors = fleet_plan.plan_driver(settings, facts)
+    if errors:
+        raise AnsibleFilterError("; ".join(errors))
+    fabric, errors, warnings = fleet_plan.plan_fabric(settings, facts)
+    if errors:
+        raise AnsibleFilterError("; ".join(errors))
+    actions = []
+    if driver["action"] != "none":
+        actions.append("%s the driver (%s): %s" % (driver["action"], driver["wanted"], "; ".join(driver["reasons"])))
+    services = (["nvidia-persistenced"] + (["nvidia-fabricmanager"] if fabric["fabric_manager"] else [])
+                if state != "absent" else [])
+    return {
+        "changed": bool(actions), "check_mode": True, "replayed": True, "actions": actions,
+        "previous_version": driver["installed"],
+        # after the change; a branch change installs a version only the repository knows
+        "installed_version": None if state == "absent" else (
+            version or (driver["installed"] if driver["action"] == "none" else None)),
+        "loaded_version": driver["loaded"],
+        "wanted": {"version": version or None, "branch": str(branch or "") or None, "open": bool(open_modules),
+                   "source": source},
+        "reboot_required": driver["reboot_required"],
+        "reboot_reasons": driver["reasons"] if driver["reboot_required"] else [],
+        "gpu_count": len(facts.get("gpus") or []), "nvswitch_count": fabric["nvswitches"],
+        "fabricmanager": fabric["fabric_manager"], "services": services,
+        "kernel": "unknown (replayed facts)", "secure_boot": "unknown (replayed facts)", "warnings_list": warnings,
+    }
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"nvidia_driver_replay_plan": nvidia_driver_replay_plan}

@@ -1,0 +1,185 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+# The work is done by the action plugin of the same name on the controller;
+# this file holds its documentation.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fleet_plan
+short_description: Plan a whole GPU fleet from recorded NVML facts, on the controller
+version_added: 0.1.0
+description:
+  - Plans every host in O(hosts) from its recorded C(nvml_facts) output and its own inventory
+    variables, in one task and one process on the controller; no host is contacted.
+  - "Per host: the driver wanted (C(nvidia_driver_version) or C(nvidia_driver_branch),
+    C(nvidia_driver_state)) against the installed and the loaded one, and whether the node reboots;
+    the MIG layout (C(mig_config_name) with C(mig_config) or C(mig_config_file), in mig-parted's format)
+    validated and planned per GPU by the same code as M(gpuops.platform.nvidia_mig); health per GPU by
+    the rules of M(gpuops.platform.nvml_facts) (ECC, remapped rows, retired pages, temperature, pending
+    MIG or ECC mode, fabric); NVSwitches and whether fabric manager is needed
+    (C(nvidia_driver_fabricmanager)); and the Kubernetes resources the node advertises under the MIG
+    strategy and its device-plugin sharing config (C(gpu_nodes_device_plugin_config)), computed by the
+    C(gpuops.platform.gpu_capacity) filter."
+  - A host's problems (no facts file, a file that is not C(nvml_facts) output, an unknown GPU, an invalid
+    MIG layout or driver setting, a capacity the strategy cannot give) are recorded on that host; the
+    other hosts are still planned.
+  - Writes C(plan.json) (per host and fleet totals) and C(index.html) (one self-contained page with the
+    fleet summary, plots and a sortable table of the nodes) into O(report_dir), each atomically. Both are
+    written in check mode too, since they are the output of a plan.
+  - Fails after writing both files when any host cannot be planned, naming each host and its reasons
+    (unless O(fail_on_invalid=false)).
+author:
+  - gpuops.platform maintainers (@gpuops)
+options:
+  facts_dir:
+    description:
+      - Folder of recorded facts, one C(<inventory_hostname>.json) per host, each the output of
+        M(gpuops.platform.nvml_facts) (the whole result or the C(nvidia) dictionary).
+      - A host with C(gpuops_nvml_replay_file) set uses that file instead.
+      - Required unless every host sets C(gpuops_nvml_replay_file).
+    type: path
+  report_dir:
+    description:
+      - Folder on the controller for C(plan.json) and C(index.html); created when missing.
+    type: path
+    required: true
+  hosts:
+    description:
+      - Inventory hosts to plan, in this order.
+      - By default the hosts of the C(gpu_nodes) group.
+    type: list
+    elements: str
+  mig_strategy:
+    description:
+      - The device plugin's MIG strategy the capacity is computed for.
+    type: str
+    choices: [none, single, mixed]
+    default: single
+  sharing_configs:
+    description:
+      - The device-plugin sharing configs (the C(gpu_sharing_configs) variable of the C(gpu_sharing) role).
+    type: list
+    elements: dict
+    default: []
+  default_config:
+    description:
+      - The sharing config of a node that selects none (C(gpu_sharing_default_config)).
+    type: str
+    default: ""
+  labels:
+    description:
+      - Labels of every GPU node (C(gpu_nodes_labels)); a node's own are in C(gpu_nodes_host_labels).
+    type: dict
+    default: {}
+  fail_on_invalid:
+    description:
+      - Fail the task, after writing both files, when any host cannot be planned.
+    type: bool
+    default: true
+  title:
+    description:
+      - Title of the page.
+    type: str
+    default: GPU fleet plan
+  return_facts:
+    description:
+      - Also return each planned host's facts and MIG resources in RV(nodes), so a later task can publish
+        them to the hosts for the Kubernetes layer of the same run.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  action:
+    support: full
+    description: Runs on the controller only.
+  async:
+    support: none
+    description: Plans in one short task on the controller.
+  bypass_host_loop:
+    support: none
+    description: Runs once for the host it is called on (use C(run_once) or a play on localhost); plans O(hosts).
+  check_mode:
+    support: full
+    description: Plans only in both modes; the report files are written in check mode too.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+    description: Runs on the controller; plans hosts of any platform from their recorded facts.
+notes:
+  - Hosts with the same GPUs, MIG state and MIG config share one MIG plan, so a fleet of a few node types
+    plans in time proportional to the number of hosts, not to the search.
+  - Everything taken from the facts files (host names, GPU names, reasons) is HTML-escaped in the page,
+    and the page forbids any network request through its Content-Security-Policy.
+seealso:
+  - module: gpuops.platform.nvml_facts
+  - module: gpuops.platform.nvidia_mig
+"""
+
+EXAMPLES = r"""
+- name: Plan the fleet from recorded facts
+  gpuops.platform.fleet_plan:
+    facts_dir: /srv/gpuops/facts
+    report_dir: /srv/gpuops/report
+    mig_strategy: mixed
+  run_once: true
+  delegate_to: localhost
+
+- name: Report every problem without failing the play
+  gpuops.platform.fleet_plan:
+    facts_dir: /srv/gpuops/facts
+    report_dir: /srv/gpuops/report
+    fail_on_invalid: false
+  register: fleet
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+valid:
+  description: Whether every host could be planned.
+  returned: always
+  type: bool
+  sample: false
+errors:
+  description: One line per host that cannot be planned, naming the host and its reasons.
+  returned: always
+  type: list
+  elements: str
+  sample: ["gpu-07: no facts file for this host (/srv/gpuops/facts/gpu-07.json): record its nvml_facts output there"]
+summary:
+  description: Fleet totals, as in C(plan.json).
+  returned: always
+  type: dict
+  sample:
+    hosts: 8
+    gpus: 34
+    gpus_by_model: {"NVIDIA H100 80GB HBM3": 16}
+    reboot: ["dgx-a100-01"]
+    capacity: {"nvidia.com/gpu": 24}
+plan_file:
+  description: Path of C(plan.json).
+  returned: always
+  type: str
+  sample: /srv/gpuops/report/plan.json
+report_file:
+  description: Path of C(index.html).
+  returned: always
+  type: str
+  sample: /srv/gpuops/report/index.html
+nodes:
+  description: Per planned host, its facts (C(nvidia)) and the MIG plan's Kubernetes resources (C(mig_k8s_resources)).
+  returned: when O(return_facts=true)
+  type: dict
+  sample: {"l40s-01": {"nvidia": {"present": true, "gpu_count": 1, "gpus": []}, "mig_k8s_resources": null}}
+"""

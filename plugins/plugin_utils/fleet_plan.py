@@ -1,0 +1,403 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""Plan a whole fleet from recorded ``nvml_facts`` on the controller, in one pass.
+
+Each host is planned from its own recorded facts and its own inventory
+variables: the driver (wanted against installed and loaded), the MIG layout
+(through the same validation and planning code as the ``nvidia_mig`` module),
+health, NVSwitches and fabric manager, and what the node advertises to
+Kubernetes (through the ``gpu_capacity`` filter's code). One bad host never
+stops the others: its problems are recorded on it and the fleet is marked
+invalid.
+
+Hosts with the same GPUs, MIG state and MIG config get the same MIG plan, so
+the plan is computed once per distinct combination (a fleet is made of a few
+node types).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as capacity
+from ansible_collections.gpuops.platform.plugins.module_utils import mig_config, mig_plan, nvml
+
+PLAN_VERSION = 1
+VERSION_RE = re.compile(r"^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$")
+BRANCH_RE = re.compile(r"^[0-9]{3,4}$")
+NVIDIA_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{4}10DE$")
+DRIVER_STATES = ("present", "latest", "absent")
+FABRICMANAGER_CHOICES = ("auto", "true", "false")
+
+# The roles' own defaults for the variables the plan reads (the unit tests
+# compare these with roles/*/defaults/main.yml, so they cannot drift).
+DEFAULTS = {
+    "nvidia_driver_state": "present",
+    "nvidia_driver_branch": "570",
+    "nvidia_driver_version": "",
+    "nvidia_driver_fabricmanager": "auto",
+    "mig_config_name": "",
+    "mig_config": {},
+    "mig_config_file": "",
+}
+
+
+class FleetPlanError(Exception):
+    """A problem with the fleet's shared settings (not one host's)."""
+
+
+def _version_key(version):
+    return tuple(int(part) for part in version.split("."))
+
+
+def host_settings(hostvars, name):
+    """The variables of one host the plan reads, with the roles' defaults."""
+    out = dict((key, hostvars.get(key, default)) for key, default in DEFAULTS.items())
+    out["replay_file"] = hostvars.get("gpuops_nvml_replay_file") or ""
+    out["node_name"] = hostvars.get("gpu_nodes_node_name") or hostvars.get("mig_k8s_node_name") or name
+    out["device_plugin_config"] = hostvars.get("gpu_nodes_device_plugin_config") or ""
+    out["labels"] = hostvars.get("gpu_nodes_host_labels") or {}
+    out["dra"] = bool(hostvars.get("gpu_nodes_dra", False))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Facts
+# ---------------------------------------------------------------------------
+
+def load_facts(path):
+    """(facts, error) of one host's recorded facts file."""
+    if not os.path.exists(path):
+        return None, ("no facts file for this host (%s): record its nvml_facts output there, or set "
+                      "gpuops_nvml_replay_file for it" % path)
+    try:
+        return nvml.load_replay(path), None
+    except nvml.ReplayError as exc:
+        return None, str(exc)
+
+
+def check_gpus(facts):
+    """Problems that make a host's facts unusable: GPUs that are not known NVIDIA GPUs."""
+    problems = []
+    for position, gpu in enumerate(facts.get("gpus") or []):
+        if not isinstance(gpu, dict):
+            problems.append("GPU #%d of the facts is not a mapping" % position)
+            continue
+        device_id = (gpu.get("pci") or {}).get("device_id")
+        if not isinstance(device_id, str) or not NVIDIA_DEVICE_ID.match(device_id):
+            problems.append("GPU %s (%s): unknown GPU, PCI device id %r is not an NVIDIA device (0xDDDD10DE)"
+                            % (gpu.get("index", position), gpu.get("name") or "no name", device_id))
+        elif not gpu.get("name"):
+            problems.append("GPU %s (%s): unknown GPU, the facts give no product name"
+                            % (gpu.get("index", position), device_id))
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------
+
+def plan_driver(settings, facts):
+    """Wanted against installed and loaded: the action, and whether the node reboots."""
+    state = str(settings["nvidia_driver_state"] or "present")
+    version = str(settings["nvidia_driver_version"] or "")
+    branch = str(settings["nvidia_driver_branch"] or "")
+    errors = []
+    if state not in DRIVER_STATES:
+        errors.append("nvidia_driver_state %r is not one of %s" % (state, ", ".join(DRIVER_STATES)))
+    if version and not VERSION_RE.match(version):
+        errors.append("nvidia_driver_version %r is not a driver version such as 570.172.08" % version)
+    if not version and not BRANCH_RE.match(branch):
+        errors.append("nvidia_driver_branch %r is not a driver branch such as 570" % branch)
+    installed = facts.get("driver_version") if facts and facts.get("present") else None
+    loaded = facts.get("kernel_module_version") if facts and facts.get("present") else None
+    out = {"state": state, "wanted": version or ("branch %s" % branch), "installed": installed,
+           "loaded": loaded, "action": "none", "reboot_required": False, "reasons": []}
+    if errors:
+        out["action"] = "invalid"
+        return out, errors
+    if state == "absent":
+        if installed:
+            out["action"] = "remove"
+            out["reasons"].append("driver %s is installed and nvidia_driver_state is absent" % installed)
+            out["reboot_required"] = bool(loaded)
+        return out, []
+    if not installed:
+        out["action"] = "install"
+        out["reasons"].append("no NVIDIA driver is installed")
+    elif version and installed != version:
+        older = _version_key(installed) < _version_key(version) if VERSION_RE.match(installed) else True
+        out["action"] = "upgrade" if older else "downgrade"
+        out["reasons"].append("installed %s, wanted %s" % (installed, version))
+    elif not version and installed.split(".")[0] != branch:
+        out["action"] = "change branch"
+        out["reasons"].append("installed %s is not on branch %s" % (installed, branch))
+    elif state == "latest":
+        out["reasons"].append("state latest: the newest %s in the repository is only known on the node"
+                              % out["wanted"])
+    target = version or (installed if out["action"] == "none" else None)
+    if loaded and (out["action"] != "none" or (target and loaded != target)):
+        out["reboot_required"] = True
+        out["reasons"].append("the loaded kernel module is %s" % loaded)
+    for reason in (facts or {}).get("reboot_reasons") or []:
+        out["reboot_required"] = True
+        if reason not in out["reasons"]:
+            out["reasons"].append(reason)
+    return out, []
+
+
+# ---------------------------------------------------------------------------
+# Health and fabric
+# ---------------------------------------------------------------------------
+
+def plan_health(facts):
+    """Per-GPU health by the same rules as nvml_facts, and the node's worst status."""
+    gpus, status, reasons = [], "ok", []
+    for gpu in facts.get("gpus") or []:
+        gstatus, greasons = nvml.gpu_health(gpu)
+        gpus.append({"index": gpu.get("index"), "status": gstatus, "reasons": greasons})
+        if nvml.HEALTH_ORDER[gstatus] > nvml.HEALTH_ORDER[status]:
+            status = gstatus
+        reasons.extend("GPU %s: %s" % (gpu.get("index"), r) for r in greasons)
+    return {"status": status, "reasons": reasons, "gpus": gpus,
+            "unhealthy_gpus": sum(1 for g in gpus if g["status"] != "ok")}
+
+
+def plan_fabric(settings, facts):
+    switches = facts.get("nvswitch_count") or 0
+    wanted = str(settings["nvidia_driver_fabricmanager"]).lower()
+    states = sorted(set((g.get("fabric") or {}).get("state") for g in facts.get("gpus") or [] if g.get("fabric")))
+    warnings = []
+    if wanted not in FABRICMANAGER_CHOICES:
+        return ({"nvswitches": switches, "fabric_manager": None, "fabric_states": states},
+                ["nvidia_driver_fabricmanager %r is not one of %s" % (wanted, ", ".join(FABRICMANAGER_CHOICES))], [])
+    needed = bool(switches) if wanted == "auto" else wanted == "true"
+    if switches and wanted == "false":
+        warnings.append("%d NVSwitch(es) but nvidia_driver_fabricmanager is false: the NVLink fabric will not "
+                        "come up without nvidia-fabricmanager" % switches)
+    return {"nvswitches": switches, "fabric_manager": needed, "fabric_states": states}, [], warnings
+
+
+# ---------------------------------------------------------------------------
+# MIG
+# ---------------------------------------------------------------------------
+
+class _MigPlanner(object):
+    """MIG plans through mig_config and mig_plan, once per distinct (config, GPUs)."""
+
+    def __init__(self, read_document):
+        self._read_document = read_document
+        self._parsed = {}
+        self._plans = {}
+
+    def _entries(self, settings):
+        document = settings["mig_config"]
+        if settings["mig_config_file"]:
+            if document:
+                raise mig_config.MigConfigError(["set exactly one of mig_config and mig_config_file"])
+            key = ("file", settings["mig_config_file"])
+        else:
+            key = ("inline", json.dumps(document, sort_keys=True, default=str))
+        if key not in self._parsed:
+            try:
+                doc = self._read_document(settings["mig_config_file"]) if key[0] == "file" else document
+                self._parsed[key] = (mig_config.parse(doc), None)
+            except mig_config.MigConfigError as exc:
+                self._parsed[key] = (None, exc)
+        parsed, error = self._parsed[key]
+        if error is not None:
+            raise error
+        return key, mig_config.select(parsed, settings["mig_config_name"])
+
+    def plan(self, settings, facts):
+        name = settings["mig_config_name"]
+        if not name:
+            return {"config": None, "valid": True, "errors": [], "changed": False, "gpus": [],
+                    "k8s_resources": None}
+        try:
+            key, entries = self._entries(settings)
+        except mig_config.MigConfigError as exc:
+            return {"config": name, "valid": False, "errors": ["invalid MIG config: %s" % p for p in exc.problems],
+                    "changed": False, "gpus": [], "k8s_resources": None}
+        gpus = [{"index": g.get("index"), "pci": g.get("pci"), "name": g.get("name"), "mig": g.get("mig")}
+                for g in facts.get("gpus") or []]
+        memo = json.dumps([key, name, facts.get("present"), facts.get("reason"), gpus], sort_keys=True, default=str)
+        if memo not in self._plans:
+            result = mig_plan.plan(facts, entries, name, offline=True)
+            self._plans[memo] = {
+                "config": name, "valid": result["valid"], "errors": result["errors"],
+                "warnings": result["warnings"], "changed": result["changed"],
+                "gpus": [{"index": gp["index"], "name": gp["name"], "changed": gp["changed"],
+                          "before": mig_plan.describe(gp, "before"), "after": mig_plan.describe(gp, "after")}
+                         for gp in result["gpus"]],
+                "k8s_resources": result["k8s_resources"]}
+        return self._plans[memo]
+
+
+# ---------------------------------------------------------------------------
+# The fleet
+# ---------------------------------------------------------------------------
+
+def _gpu_models(facts):
+    models = {}
+    for gpu in facts.get("gpus") or []:
+        model = gpu.get("name") or "unknown"
+        models[model] = models.get(model, 0) + 1
+    return models
+
+
+def _add(total, counts):
+    for key, value in counts.items():
+        total[key] = total.get(key, 0) + value
+
+
+def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config, common_labels, keep=None):
+    """The plan of one host; never raises for the host's own problems.
+
+    With ``keep`` (a dict), a planned host's facts and MIG resources go there, for
+    the Kubernetes layer of the same run.
+    """
+    host = {"host": name, "facts_file": facts_path, "valid": True, "errors": [], "warnings": [],
+            "present": False, "gpu_count": 0, "gpu_models": {}, "driver": None, "mig": None, "health": None,
+            "fabric": None, "capacity": None, "node": settings["node_name"]}
+    facts, error = load_facts(facts_path)
+    if error:
+        host["errors"].append(error)
+        host["valid"] = False
+        return host
+    problems = check_gpus(facts)
+    if problems:
+        host["errors"].extend(problems)
+        host["valid"] = False
+        return host
+    host["present"] = bool(facts.get("present"))
+    host["gpu_count"] = len(facts.get("gpus") or [])
+    host["gpu_models"] = _gpu_models(facts)
+    if not host["present"]:
+        host["warnings"].append("no NVIDIA GPU: %s" % (facts.get("reason") or "NVML reports none"))
+
+    host["driver"], errors = plan_driver(settings, facts)
+    host["errors"].extend(errors)
+    host["health"] = plan_health(facts)
+    host["fabric"], errors, warnings = plan_fabric(settings, facts)
+    host["errors"].extend(errors)
+    host["warnings"].extend(warnings)
+    host["mig"] = mig.plan(settings, facts)
+    host["errors"].extend(host["mig"]["errors"])
+    host["warnings"].extend(host["mig"].get("warnings") or [])
+
+    node = {"name": settings["node_name"], "host": name, "nvidia": facts,
+            "mig_k8s_resources": host["mig"]["k8s_resources"] if host["mig"]["valid"] else None,
+            "config": settings["device_plugin_config"], "labels": dict(common_labels, **settings["labels"]),
+            "dra": settings["dra"]}
+    if host["mig"]["valid"]:
+        try:
+            result = capacity.gpu_capacity([node], strategy, sharing, default_config)
+            host["capacity"] = result["nodes"][settings["node_name"]]
+            if keep is not None:
+                keep[name] = {"nvidia": facts, "mig_k8s_resources": node["mig_k8s_resources"]}
+        except AnsibleFilterError as exc:
+            host["errors"].append("Kubernetes capacity: %s" % exc)
+    host["valid"] = not host["errors"]
+    return host
+
+
+def _read_yaml(path):
+    import yaml  # the controller always has PyYAML (ansible-core needs it)
+
+    try:
+        with open(path) as handle:
+            return yaml.safe_load(handle)
+    except (IOError, OSError) as exc:
+        raise mig_config.MigConfigError(["cannot read mig_config_file %s: %s" % (path, exc)])
+    except yaml.YAMLError as exc:
+        raise mig_config.MigConfigError(["mig_config_file %s is neither JSON nor YAML: %s" % (path, exc)])
+
+
+def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, default_config="", labels=None,
+               keep=None):
+    """Plan every host. ``hosts``: ``[(name, hostvars mapping)]`` in inventory order.
+
+    Returns ``{version, valid, errors, summary, hosts}``; ``errors`` names each
+    invalid host and its reasons; ``keep`` as in plan_host. A bad shared setting (MIG strategy, sharing
+    configs) raises FleetPlanError: no host could be planned against it.
+    """
+    try:
+        sharing = capacity.gpu_sharing_configs(sharing_configs or [], mig_strategy)
+    except AnsibleFilterError as exc:
+        raise FleetPlanError("the sharing configs cannot be used: %s" % exc)
+    if default_config and default_config not in sharing:
+        raise FleetPlanError("the default device-plugin config %r is not one of the sharing configs (%s)"
+                             % (default_config, ", ".join(sorted(sharing)) or "none"))
+    mig = _MigPlanner(_read_yaml)
+    planned = {}
+    seen_nodes = {}
+    for name, hostvars in hosts:
+        settings = host_settings(hostvars, name)
+        path = settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name)
+        host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
+                         keep)
+        other = seen_nodes.setdefault(host["node"], name)
+        if other != name:
+            host["errors"].append("Kubernetes node name %s is also used by host %s" % (host["node"], other))
+            host["valid"] = False
+        planned[name] = host
+    return {"version": PLAN_VERSION, "mig_strategy": mig_strategy, "hosts": planned,
+            "summary": summarize(planned),
+            "errors": ["%s: %s" % (n, "; ".join(h["errors"])) for n, h in planned.items() if not h["valid"]],
+            "valid": all(h["valid"] for h in planned.values())}
+
+
+def summarize(hosts):
+    """Fleet totals of the per-host plans."""
+    out = {"hosts": len(hosts), "hosts_valid": 0, "hosts_invalid": [], "gpus": 0, "gpus_by_model": {},
+           "driver_versions": {}, "gpus_by_model_and_driver": {}, "driver_changes": [], "reboot": [],
+           "invalid_mig": [], "mig_changes": [], "unhealthy_gpus": 0, "health": {"ok": 0, "warning": 0, "critical": 0},
+           "unhealthy_nodes": [], "fabric_manager": [], "capacity": {}, "capacity_by_model": {}, "dra_nodes": []}
+    for name, host in hosts.items():
+        if host["valid"]:
+            out["hosts_valid"] += 1
+        else:
+            out["hosts_invalid"].append(name)
+        out["gpus"] += host["gpu_count"]
+        _add(out["gpus_by_model"], host["gpu_models"])
+        driver = host["driver"]
+        if driver is not None:
+            version = driver["installed"] or "none"
+            out["driver_versions"][version] = out["driver_versions"].get(version, 0) + host["gpu_count"]
+            for model, count in host["gpu_models"].items():
+                _add(out["gpus_by_model_and_driver"].setdefault(model, {}), {version: count})
+            if driver["action"] not in ("none", "invalid"):
+                out["driver_changes"].append(name)
+            if driver["reboot_required"]:
+                out["reboot"].append(name)
+        mig = host["mig"]
+        if mig is not None and mig["config"] and not mig["valid"]:
+            out["invalid_mig"].append(name)
+        elif mig is not None and mig["changed"]:
+            out["mig_changes"].append(name)
+        health = host["health"]
+        if health is not None:
+            out["health"][health["status"]] += 1
+            out["unhealthy_gpus"] += health["unhealthy_gpus"]
+            if health["status"] != "ok":
+                out["unhealthy_nodes"].append(name)
+        if host["fabric"] and host["fabric"]["fabric_manager"]:
+            out["fabric_manager"].append(name)
+        cap = host["capacity"]
+        if cap:
+            if cap.get("dra"):
+                out["dra_nodes"].append(name)
+            _add(out["capacity"], cap["resources"])
+            if cap.get("product"):
+                _add(out["capacity_by_model"].setdefault(cap["product"], {}), cap["resources"])
+    return out

@@ -1,0 +1,233 @@
+"""The fleet planner: each host from its own facts and variables, bad hosts reported, the rest planned."""
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.platform.plugins.filter import fleet as fleet_filter
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan as fp
+
+ROOT = Path(__file__).resolve().parents[4]
+NVML = ROOT / "tests" / "fixtures" / "nvml"
+MIG = {"version": "v1", "mig-configs": {
+    "all-disabled": [{"devices": "all", "mig-enabled": False}],
+    "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+    "all-1g.18gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 7}}],
+    "all-balanced": [{"devices": "all", "mig-enabled": True,
+                      "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}],
+    "too-many": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 8}}],
+}}
+TS4 = [{"name": "default", "mode": "none"}, {"name": "ts4", "mode": "time-slicing", "replicas": 4}]
+
+
+def fixture(name):
+    return json.loads((NVML / ("%s.json" % name)).read_text())
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / ("%s.json" % name)
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def plan(tmp_path, hosts, **kw):
+    """hosts: {name: (facts fixture name or data or None, hostvars)}"""
+    for name, (facts, _hv) in hosts.items():
+        if isinstance(facts, str) and (NVML / ("%s.json" % facts)).is_file():
+            write(tmp_path, name, fixture(facts))
+        elif facts is not None:
+            write(tmp_path, name, facts)
+    return fp.plan_fleet([(n, hv) for n, (_f, hv) in hosts.items()], str(tmp_path), **kw)
+
+
+# --- driver -------------------------------------------------------------------
+
+@pytest.mark.parametrize("settings, action, reboot", [
+    ({}, "none", False),                                                  # branch 570, 570.172.08 installed
+    ({"nvidia_driver_version": "570.172.08"}, "none", False),
+    ({"nvidia_driver_version": "570.195.03"}, "upgrade", True),
+    ({"nvidia_driver_version": "550.163.01"}, "downgrade", True),
+    ({"nvidia_driver_branch": "580"}, "change branch", True),
+    ({"nvidia_driver_state": "absent"}, "remove", True),
+])
+def test_driver_plan_compares_wanted_installed_and_loaded(settings, action, reboot):
+    s = dict(fp.DEFAULTS, **settings)
+    out, errors = fp.plan_driver(s, fixture("hgx-h100"))
+    assert errors == []
+    assert (out["action"], out["reboot_required"]) == (action, reboot)
+    assert out["installed"] == out["loaded"] == "570.172.08"
+
+
+def test_driver_plan_reboots_when_the_loaded_module_is_older_even_without_a_change():
+    facts = fixture("l40s")
+    facts["kernel_module_version"] = "570.158.01"
+    facts["reboot_reasons"] = ["the loaded NVIDIA kernel module is 570.158.01 but the user-space driver is 570.172.08"]
+    out, _errors = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version="570.172.08"), facts)
+    assert out["action"] == "none" and out["reboot_required"]
+    assert any("570.158.01" in r for r in out["reasons"])
+
+
+def test_driver_plan_installs_on_a_node_without_driver():
+    out, errors = fp.plan_driver(dict(fp.DEFAULTS), fixture("no-gpu"))
+    assert errors == [] and out["action"] == "install" and not out["reboot_required"]
+
+
+@pytest.mark.parametrize("settings, word", [
+    ({"nvidia_driver_version": "570.172.08; reboot"}, "nvidia_driver_version"),
+    ({"nvidia_driver_branch": "latest"}, "nvidia_driver_branch"),
+    ({"nvidia_driver_state": "installed"}, "nvidia_driver_state"),
+])
+def test_driver_plan_rejects_bad_settings(settings, word):
+    out, errors = fp.plan_driver(dict(fp.DEFAULTS, **settings), fixture("l40s"))
+    assert out["action"] == "invalid" and len(errors) == 1 and word in errors[0]
+
+
+def test_planner_defaults_are_the_roles_defaults():
+    found = {}
+    for role in ("nvidia_driver", "mig"):
+        found.update(yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()))
+    assert dict((k, found[k]) for k in fp.DEFAULTS) == fp.DEFAULTS
+
+
+# --- health and fabric ----------------------------------------------------------
+
+def test_health_is_judged_from_the_raw_fields_not_the_recorded_status():
+    facts = fixture("hgx-h100")
+    facts["gpus"][3]["ecc"]["volatile_uncorrectable"] = 2     # recorded health still says ok
+    facts["gpus"][5]["remapped_rows"]["pending"] = True
+    health = fp.plan_health(facts)
+    assert health["status"] == "critical" and health["unhealthy_gpus"] == 2
+    assert [g["status"] for g in health["gpus"]][3:6] == ["critical", "ok", "warning"]
+
+
+def test_fabric_manager_follows_the_nvswitches():
+    fabric, errors, warnings = fp.plan_fabric(dict(fp.DEFAULTS), fixture("hgx-h100"))
+    assert (fabric["nvswitches"], fabric["fabric_manager"], errors, warnings) == (4, True, [], [])
+    fabric, _errors, _warnings = fp.plan_fabric(dict(fp.DEFAULTS), fixture("l40s"))
+    assert (fabric["nvswitches"], fabric["fabric_manager"]) == (0, False)
+    fabric, _errors, warnings = fp.plan_fabric(dict(fp.DEFAULTS, nvidia_driver_fabricmanager="false"), fixture("dgx-a100"))
+    assert fabric["fabric_manager"] is False and "6 NVSwitch" in warnings[0]
+
+
+# --- the fleet ------------------------------------------------------------------
+
+def test_each_host_is_planned_from_its_own_facts_and_variables(tmp_path):
+    out = plan(tmp_path, {
+        "dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"}),
+        "hgx": ("hgx-h100", {"nvidia_driver_version": "570.195.03"}),
+        "h200": ("h200-mig", {"mig_config": MIG, "mig_config_name": "all-1g.18gb"}),
+        "l40s": ("l40s", {"gpu_nodes_device_plugin_config": "ts4"}),
+    }, mig_strategy="mixed", sharing_configs=TS4, default_config="default")
+    assert out["valid"] and out["errors"] == []
+    h = out["hosts"]
+    assert [h[n]["gpu_count"] for n in ("dgx", "hgx", "h200", "l40s")] == [8, 8, 1, 1]
+    assert h["hgx"]["driver"]["action"] == "upgrade" and h["dgx"]["driver"]["action"] == "none"
+    assert h["dgx"]["mig"]["changed"] and not h["h200"]["mig"]["changed"]
+    assert h["dgx"]["capacity"]["resources"] == {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 8,
+                                                 "nvidia.com/mig-3g.40gb": 8}
+    assert h["hgx"]["capacity"]["resources"] == {"nvidia.com/gpu": 8}
+    assert h["h200"]["capacity"]["resources"] == {"nvidia.com/mig-1g.18gb": 7}
+    assert h["l40s"]["capacity"]["resources"] == {"nvidia.com/gpu": 4}      # time-sliced x4
+    s = out["summary"]
+    assert s["capacity"] == {"nvidia.com/gpu": 12, "nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 8,
+                             "nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.18gb": 7}
+    assert s["gpus"] == 18 and s["gpus_by_model"]["NVIDIA H100 80GB HBM3"] == 8
+    assert s["reboot"] == ["hgx"] and s["driver_changes"] == ["hgx"] and s["mig_changes"] == ["dgx"]
+    assert s["fabric_manager"] == ["dgx", "hgx"] and s["hosts_valid"] == 4
+
+
+def test_bad_input_is_reported_per_host_and_the_rest_is_planned(tmp_path):
+    unknown = fixture("l40s")
+    unknown["gpus"][0]["pci"]["device_id"] = "0x12341002"          # not an NVIDIA vendor id
+    out = plan(tmp_path, {
+        "good": ("l40s", {}),
+        "nofile": (None, {}),
+        "notfacts": ({"hello": "world"}, {}),
+        "notjson": ("<html>oops</html>", {}),
+        "unknown": (unknown, {}),
+    })
+    assert not out["valid"]
+    h = out["hosts"]
+    assert h["good"]["valid"] and h["good"]["capacity"]["resources"] == {"nvidia.com/gpu": 1}
+    assert "no facts file for this host" in h["nofile"]["errors"][0]
+    assert "not a recorded nvml_facts result" in h["notfacts"]["errors"][0]
+    assert "is not JSON" in h["notjson"]["errors"][0]
+    assert "unknown GPU" in h["unknown"]["errors"][0] and "0x12341002" in h["unknown"]["errors"][0]
+    assert out["summary"]["hosts_invalid"] == ["nofile", "notfacts", "notjson", "unknown"]
+    assert [e.split(":")[0] for e in out["errors"]] == ["nofile", "notfacts", "notjson", "unknown"]
+
+
+def test_invalid_mig_layout_names_the_host_and_the_gpu(tmp_path):
+    out = plan(tmp_path, {"a": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "too-many"}),
+                          "b": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "nope"}),
+                          "c": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-1g.10gb"})})
+    h = out["hosts"]
+    assert out["summary"]["invalid_mig"] == ["a", "b"]
+    assert any("GPU 0" in e for e in h["a"]["errors"])
+    assert "not in mig-configs" in h["b"]["errors"][0]
+    assert h["c"]["valid"] and h["c"]["capacity"]["resources"] == {"nvidia.com/gpu": 56}   # single strategy
+
+
+def test_the_strategy_decides_whether_a_layout_can_be_advertised(tmp_path):
+    hosts = {"dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"})}
+    single = plan(tmp_path, hosts, mig_strategy="single")
+    assert not single["valid"] and "Kubernetes capacity" in single["hosts"]["dgx"]["errors"][0]
+    assert plan(tmp_path, hosts, mig_strategy="mixed")["valid"]
+
+
+def test_hosts_with_the_same_gpus_but_another_mig_state_get_their_own_plan(tmp_path):
+    disabled = fixture("h200-mig")
+    disabled["gpus"][0]["mig"].update(current_mode="disabled", pending_mode="disabled", devices=[])
+    out = plan(tmp_path, {"on": ("h200-mig", {"mig_config": MIG, "mig_config_name": "all-1g.18gb"}),
+                          "off": (disabled, {"mig_config": MIG, "mig_config_name": "all-1g.18gb"})})
+    assert not out["hosts"]["on"]["mig"]["changed"] and out["hosts"]["off"]["mig"]["changed"]
+
+
+def test_replay_file_of_a_host_wins_over_the_facts_dir(tmp_path):
+    write(tmp_path, "x", fixture("l40s"))
+    out = fp.plan_fleet([("x", {"gpuops_nvml_replay_file": str(NVML / "hgx-h100.json")})], str(tmp_path))
+    assert out["hosts"]["x"]["gpu_count"] == 8
+
+
+def test_unknown_sharing_config_and_duplicate_node_names_fail_the_host(tmp_path):
+    out = plan(tmp_path, {"a": ("l40s", {"gpu_nodes_device_plugin_config": "ts8"}),
+                          "b": ("l40s", {"gpu_nodes_node_name": "n1"}),
+                          "c": ("l40s", {"gpu_nodes_node_name": "n1"})}, sharing_configs=TS4)
+    assert "ts8" in out["hosts"]["a"]["errors"][0]
+    assert out["hosts"]["b"]["valid"] and "also used by host b" in out["hosts"]["c"]["errors"][0]
+
+
+def test_bad_shared_settings_stop_the_whole_plan(tmp_path):
+    with pytest.raises(fp.FleetPlanError, match="replicas"):
+        fp.plan_fleet([], str(tmp_path), sharing_configs=[{"name": "x", "mode": "time-slicing", "replicas": 0}])
+    with pytest.raises(fp.FleetPlanError, match="default device-plugin config"):
+        fp.plan_fleet([], str(tmp_path), sharing_configs=TS4, default_config="ts9")
+
+
+def test_the_plan_does_not_change_the_facts_it_read(tmp_path):
+    data = fixture("dgx-a100")
+    write(tmp_path, "a", data)
+    before = copy.deepcopy(data)
+    out = fp.plan_fleet([("a", {"mig_config": MIG, "mig_config_name": "all-balanced"})], str(tmp_path),
+                        mig_strategy="mixed", keep={})
+    assert out["valid"] and json.loads((tmp_path / "a.json").read_text()) == before
+
+
+# --- the driver plan of a replayed node (nvidia_driver role) -------------------------
+
+def test_replay_driver_filter_has_the_module_result_shape():
+    out = fleet_filter.nvidia_driver_replay_plan(fixture("hgx-h100"), "present", "570.195.03")
+    assert out["replayed"] and out["check_mode"] and out["reboot_required"]
+    assert (out["previous_version"], out["installed_version"], out["loaded_version"]) == (
+        "570.172.08", "570.195.03", "570.172.08")
+    assert out["gpu_count"] == 8 and out["nvswitch_count"] == 4 and "nvidia-fabricmanager" in out["services"]
+    assert out["actions"] and "upgrade" in out["actions"][0]
+    same = fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.172.08")
+    assert same["actions"] == [] and not same["reboot_required"] and same["services"] == ["nvidia-persistenced"]
+    with pytest.raises(AnsibleFilterError, match="nvidia_driver_version"):
+        fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.x")
+    with pytest.raises(AnsibleFilterError, match="replayed"):
+        fleet_filter.nvidia_driver_replay_plan({"present": True}, "present")
