@@ -19,10 +19,25 @@ except ImportError:  # ansible-core < 2.19
 
 
 @contextlib.contextmanager
+def _as_target():
+    """A module runs in its own process, where warn() and deprecate() go into the result.
+    Once a test in the same process imports controller code (an action or filter plugin),
+    ansible-core 2.19+ marks the process as the controller and sends them to Display
+    instead; undo that while the module runs."""
+    try:
+        from ansible.module_utils import _internal
+    except ImportError:  # ansible-core < 2.19 has no such switch
+        yield
+        return
+    with mock.patch.object(_internal, "is_controller", False):
+        yield
+
+
+@contextlib.contextmanager
 def patch_module_args(args=None):
     args = dict(args or {})
     if _patch_module_args is not None:
-        with _patch_module_args(args):
+        with _patch_module_args(args), _as_target():
             yield
         return
     from ansible.module_utils import basic
