@@ -173,3 +173,15 @@ def test_node_without_gpu_is_an_error():
 def test_validation_decides_changed(count, valid):
     result = run(facts(gpu(0)), config(mig_enabled=True, mig_devices={"4g.40gb": count}))
     assert result["valid"] is valid and result["changed"] is valid
+
+
+def test_mixed_resource_names_follow_the_device_plugin_for_attribute_profiles():
+    # k8s-device-plugin internal/rm: "mig-" + profile with "+" replaced by "." (a valid resource name)
+    rtx = gpu(0, device_id="0x2BB510DE", name="NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    doc = {"version": "v1", "mig-configs": {"m": [{"devices": "all", "mig-enabled": True, "mig-devices": {
+        "1g.24gb+me.all": 1, "1g.24gb+gfx": 1, "1g.24gb-me": 2}}]}}
+    result = run(facts(rtx), doc, "m")
+    assert result["valid"], result["errors"]
+    assert result["k8s_resources"]["mixed"]["resources"] == {
+        "nvidia.com/mig-1g.24gb.me.all": 1, "nvidia.com/mig-1g.24gb.gfx": 1, "nvidia.com/mig-1g.24gb-me": 2}
+    assert PL.mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"

@@ -280,3 +280,24 @@ def test_live_apply_creates_gfx_instances_with_their_own_profile_id(live):
     assert [(name, start) for _op, _gpu, _gi, name, start in created] == [("MIG 1g.24gb+gfx", s) for s in range(4)]
     again = run({"config": RTX_PRO, "config_name": "all-1g.24gb.gfx", "clients_stopped": True})
     assert again["changed"] is False
+
+
+def test_a_config_that_selects_no_gpu_is_reported(fixtures_dir):
+    from unittest import mock
+    from ansible.module_utils import basic
+
+    document = {"version": "v1", "mig-configs": {"b200-only": [
+        {"device-filter": "0x290110DE", "devices": "all", "mig-enabled": True, "mig-devices": {"7g.180gb": 1}},
+        {"devices": [9], "mig-enabled": False}]}}
+    with mock.patch.object(basic.AnsibleModule, "warn") as warn:
+        result = run({"config": document, "config_name": "b200-only",
+                      "facts_file": str(fixtures_dir / "nvml" / "hgx-h100.json")}, check=True)
+    assert result["changed"] is False
+    plan = result["plan"]
+    assert plan["notes"] == [
+        "config 'b200-only' entry 1 (devices all, device-filter 0x290110DE) selects no GPU on this node",
+        "config 'b200-only' entry 2 (devices 9) selects no GPU on this node"]
+    assert plan["warnings"] == [
+        "config 'b200-only' entry 2 selects GPU 9, which this node does not have",
+        "config 'b200-only' selects no GPU on this node (device ids: 0x233010DE); nothing would change"]
+    assert [c.args[0] for c in warn.call_args_list] == plan["warnings"]
