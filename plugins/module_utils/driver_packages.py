@@ -517,6 +517,12 @@ def driver_packages_installed(installed, family):
     return sorted(name for name in installed if regex.match(name))
 
 
+# Packages Debian and Ubuntu build from their own sources (nvidia-settings and
+# friends) and that other software pulls in without any driver: libxnvctrl0
+# comes with desktop tools. Alone they do not make a driver installed.
+_STANDALONE = re.compile(r"^(libxnvctrl|nvidia-settings|nvidia-xconfig|nvidia-modprobe|nvidia-persistenced)")
+
+
 def installed_driver_version(installed, primary, family):
     """The installed driver version: the primary package's, else the most common
     version among installed driver packages (another branch's metapackage)."""
@@ -528,7 +534,7 @@ def installed_driver_version(installed, primary, family):
     counts = {}
     for name, value in installed.items():
         version = version_of(value)
-        if regex.match(name) and version and _VERSION.match(version):
+        if regex.match(name) and not _STANDALONE.match(name) and version and _VERSION.match(version):
             counts[version] = counts.get(version, 0) + 1
     if not counts:
         return None

@@ -80,7 +80,9 @@ def apt(tmp_path_factory):
             return subprocess.run(["apt-cache"] + opts + ["madison", name], check=True, capture_output=True,
                                   text=True).stdout
 
-    return Apt()
+    found = Apt()
+    found.repo = repo
+    return found
 
 
 def test_without_the_pin_an_old_meta_drags_in_another_branch(apt):
@@ -105,3 +107,71 @@ def test_branch_pin_takes_the_newest_of_the_branch_only(apt):
 
 def test_madison_output_resolves_the_full_version(apt):
     assert pk.pick_apt_version(apt.madison("nvidia-open-570"), "nvidia-open-570", "570.158.01") == "570.158.01-1"
+
+
+@pytest.fixture
+def auth_mirror(apt, tmp_path):
+    """The stand-in repository over HTTP behind basic authentication, on 127.0.0.1."""
+    import base64
+    import functools
+    import http.server
+    import threading
+
+    repo = apt.repo
+    seen = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            seen.append(self.headers.get("Authorization"))
+            if self.headers.get("Authorization") != "Basic " + base64.b64encode(b"ci-bot:S3cr3t-pw").decode():
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="mirror"')
+                self.end_headers()
+                return
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(repo)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d/" % server.server_address[1], seen
+    server.shutdown()
+
+
+def _apt_update(tmp_path, url, auth_content):
+    """apt-get update in a private state directory with the module's source line and auth entry."""
+    spec = pk.normalize({"source": "mirror", "mirror_url": url, "mirror_trusted": True, "branch": "570",
+                         "mirror_username": "ci-bot", "mirror_password": "S3cr3t-pw"}, DEBIAN12, "x86_64")
+    repo = pk.repository(spec)
+    base = tmp_path / "apt-auth"
+    for sub in ("etc/auth.conf.d", "lists/partial", "cache/archives/partial"):
+        (base / sub).mkdir(parents=True)
+    (base / "etc" / "sources.list").write_text(repo["content"])
+    if auth_content is not None:
+        (base / "etc" / "auth.conf.d" / "gpuops-nvidia-mirror.conf").write_text(auth_content)
+    opts = ["-o", "Dir::Etc::SourceList=%s" % (base / "etc" / "sources.list"), "-o", "Dir::Etc::SourceParts=/nonexistent",
+            "-o", "Dir::Etc::netrc=/nonexistent", "-o", "Dir::Etc::netrcparts=%s" % (base / "etc" / "auth.conf.d"),
+            "-o", "Dir::State::Lists=%s" % (base / "lists"), "-o", "Dir::Cache=%s" % (base / "cache"),
+            "-o", "Dir::State::status=/dev/null", "-o", "Debug::NoLocking=1", "-o", "APT::Sandbox::User=root",
+            "-o", "Acquire::Retries=0", "-o", "Acquire::http::Proxy=DIRECT"]
+    proc = subprocess.run(["apt-get"] + opts + ["update", "-q"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    return repo, proc
+
+
+def test_real_apt_authenticates_with_the_auth_conf_entry(auth_mirror, tmp_path):
+    """apt_auth.conf(5) entry the module writes for an http mirror: apt sends the credentials from it."""
+    url, seen = auth_mirror
+    repo, proc = _apt_update(tmp_path, url, None)
+    assert "S3cr3t" not in repo["content"]
+    assert proc.returncode != 0 and "401" in proc.stdout + proc.stderr  # without the entry: refused
+    # apt_auth.conf(5): an entry without a protocol matches https only, so an http mirror must name it.
+    bare = repo["auth_content"].replace("machine http://", "machine ")
+    dummy, proc = _apt_update(tmp_path / "bare", url, bare)
+    assert proc.returncode != 0 and "401" in proc.stdout + proc.stderr
+    del seen[:]
+    repo, proc = _apt_update(tmp_path / "with", url, repo["auth_content"])
+    assert proc.returncode == 0 and "401" not in proc.stdout, proc.stdout + proc.stderr
+    assert any(header and header.startswith("Basic ") for header in seen)

@@ -96,6 +96,7 @@ def test_check_mode_plans_without_printing_the_password(repo_root, tmp_path, unt
     assert "The module, with its own masking only" in out and "TASK [gpuops.platform.nvidia_driver" in out
     assert PASSWORD not in out
     assert files_holding(tmp_path, PASSWORD) == []
+    assert "hidden due to the fact that 'no_log: true'" in out  # the role's module task, with a password set
     if os.geteuid() == 0 and "bookworm" in open("/etc/os-release").read():
         # The plan shows the auth file, password masked, and the module's arguments masked.
         assert "password ********" in out

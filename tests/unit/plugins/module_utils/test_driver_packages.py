@@ -216,6 +216,8 @@ def test_removal_set_never_takes_the_container_toolkit():
     ({"nvidia-open-550": "550.163.01-1", "libcuda1": "550.163.01-1", "nvidia-driver": "550.163.01-1",
       "nvidia-container-toolkit": "1.17.8-1", "libnvidia-container1": "1.17.8-1"}, "deb", "550.163.01"),
     ({"nvidia-container-toolkit": "1.17.8-1", "bash": "5.2.15-2"}, "deb", None),
+    # Debian's libxnvctrl0 (from nvidia-settings) comes with desktop tools, without any driver.
+    ({"libxnvctrl0": "525.85.05-3~deb12u1", "nvidia-settings": "525.85.05-1"}, "deb", None),
     ({"nvidia-driver": ("3", "570.172.08", "1.el9")}, "rpm", "570.172.08"),
     ({"kmod-nvidia-open-dkms": ("3", "550.163.01", "1.el9")}, "rpm", "550.163.01"),
 ])
