@@ -70,10 +70,16 @@ options:
     elements: dict
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Reports the file that would change, its diff, and whether the manager checkpoints would need a reset.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
+    details: Real before and after text of the config file or drop-in.
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 notes:
   - Files are written atomically; an existing file keeps its owner and mode.
