@@ -163,7 +163,7 @@ def test_whole_number_replicas_are_rendered_as_integers(replicas):
     doc = sharing(dict(TS, replicas=replicas))["x"]["document"]
     (res,) = doc["sharing"]["timeSlicing"]["resources"]
     assert res == {"name": "nvidia.com/gpu", "replicas": int(float(replicas))}
-    assert type(res["replicas"]) is int
+    assert isinstance(res["replicas"], int) and not isinstance(res["replicas"], bool)
 
 
 def test_short_resource_names_get_the_plugin_prefix():
