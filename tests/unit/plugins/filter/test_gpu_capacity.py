@@ -508,3 +508,14 @@ def test_dra_driver_check_compares_numbers_not_text():
 def test_dra_driver_check_refuses_a_bad_minimum(minimum):
     with pytest.raises(AnsibleFilterError, match="the minimum driver version must be a driver version"):
         f.gpu_dra_driver_check([], {}, DRA_SELECTOR, minimum)
+
+
+def test_mig_strategies_are_the_cluster_policys_and_the_roles(shared_reference):
+    """The GPU Operator's ClusterPolicy enum (none, single, mixed) is what the filter and gpu_operator accept."""
+    import yaml
+
+    crd = yaml.safe_load((shared_reference / "gpu-operator" / "crds" / "nvidia.com_clusterpolicies.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert sorted(spec["mig"]["properties"]["strategy"]["enum"]) == sorted(f.MIG_STRATEGIES)
+    role_vars = yaml.safe_load((TESTS.parent / "roles" / "gpu_operator" / "vars" / "main.yml").read_text())
+    assert sorted(role_vars["gpu_operator__mig_strategies"]) == sorted(f.MIG_STRATEGIES)
