@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as f
@@ -512,8 +513,6 @@ def test_dra_driver_check_refuses_a_bad_minimum(minimum):
 
 def test_mig_strategies_are_the_cluster_policys_and_the_roles(shared_reference):
     """The GPU Operator's ClusterPolicy enum (none, single, mixed) is what the filter and gpu_operator accept."""
-    import yaml
-
     crd = yaml.safe_load((shared_reference / "gpu-operator" / "crds" / "nvidia.com_clusterpolicies.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert sorted(spec["mig"]["properties"]["strategy"]["enum"]) == sorted(f.MIG_STRATEGIES)
