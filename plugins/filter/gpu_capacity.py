@@ -22,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -58,7 +59,7 @@ def _whole(value, what):
     """A whole number: 4, 4.0 and "4" pass; 2.7, "2.7", true and "many" fail (the device plugin
     reads replicas into a Go int, so a fraction is an error there, never a rounding)."""
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")) or not value.is_integer():
+        if math.isnan(value) or math.isinf(value) or not value.is_integer():
             raise AnsibleFilterError("%s must be a whole number, got %r" % (what, value))
         return int(value)
     if isinstance(value, str) and not re.match(r"^\s*-?[0-9]+\s*$", value):

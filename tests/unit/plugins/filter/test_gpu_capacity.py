@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as f
@@ -163,7 +164,7 @@ def test_whole_number_replicas_are_rendered_as_integers(replicas):
     doc = sharing(dict(TS, replicas=replicas))["x"]["document"]
     (res,) = doc["sharing"]["timeSlicing"]["resources"]
     assert res == {"name": "nvidia.com/gpu", "replicas": int(float(replicas))}
-    assert type(res["replicas"]) is int
+    assert isinstance(res["replicas"], int) and not isinstance(res["replicas"], bool)
 
 
 def test_short_resource_names_get_the_plugin_prefix():
@@ -508,3 +509,12 @@ def test_dra_driver_check_compares_numbers_not_text():
 def test_dra_driver_check_refuses_a_bad_minimum(minimum):
     with pytest.raises(AnsibleFilterError, match="the minimum driver version must be a driver version"):
         f.gpu_dra_driver_check([], {}, DRA_SELECTOR, minimum)
+
+
+def test_mig_strategies_are_the_cluster_policys_and_the_roles(shared_reference):
+    """The GPU Operator's ClusterPolicy enum (none, single, mixed) is what the filter and gpu_operator accept."""
+    crd = yaml.safe_load((shared_reference / "gpu-operator" / "crds" / "nvidia.com_clusterpolicies.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert sorted(spec["mig"]["properties"]["strategy"]["enum"]) == sorted(f.MIG_STRATEGIES)
+    role_vars = yaml.safe_load((TESTS.parent / "roles" / "gpu_operator" / "vars" / "main.yml").read_text())
+    assert sorted(role_vars["gpu_operator__mig_strategies"]) == sorted(f.MIG_STRATEGIES)
