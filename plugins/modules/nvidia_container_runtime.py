@@ -384,16 +384,33 @@ def build_plan(module):
     return plan_docker(config_path, enable_cdi=params["enable_cdi"], **common)
 
 
+def write_target(path):
+    """The file a write of ``path`` goes to: through a symlink to its target, like copy's ``follow=yes``.
+
+    Replacing the link by a regular file would leave its target (the file the
+    engine may really read, for example from a config management checkout) stale.
+    """
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
 def write_file(module, path, text):
-    """Write ``text`` to ``path`` atomically; an existing file keeps its mode and owner."""
-    directory = os.path.dirname(path)
+    """Write ``text`` to ``path`` (through a symlink) atomically.
+
+    ``module.atomic_move`` gives an existing file's mode, owner and SELinux
+    context to the new content; a new file gets the default mode for the umask.
+    """
+    target = write_target(path)
+    directory = os.path.dirname(target)
     if not os.path.isdir(directory):
+        if target != path:
+            raise ConfigError("%s is a symlink to %s, whose directory does not exist; fix the link and run again"
+                              % (path, target))
         os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(target))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(to_bytes(text))
-        module.atomic_move(tmp, path)
+        module.atomic_move(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -440,7 +457,8 @@ def handle_cdi(module):
     if module.check_mode:
         result.update(state="would_generate", changed=True)
         return result
-    directory = os.path.dirname(output)
+    target = write_target(output)
+    directory = os.path.dirname(target)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".nvidia-cdi.", suffix=os.path.splitext(output)[1])
@@ -457,7 +475,7 @@ def handle_cdi(module):
             result.update(state="current", reason="%s; the generated spec is identical" % reason)
             return result
         os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, output)
+        module.atomic_move(tmp, target)
         result.update(state="generated", changed=True)
     finally:
         if os.path.exists(tmp):
@@ -498,10 +516,10 @@ def main():
         # The drop-in first, then the config that imports it: never an import of a missing file.
         for edit in reversed(edits):
             if params["backup"] and edit.before is not None:
-                backups[edit.path] = module.backup_local(edit.path)
+                backups[edit.path] = module.backup_local(write_target(edit.path))
             try:
                 write_file(module, edit.path, edit.after)
-            except (IOError, OSError) as exc:
+            except (IOError, OSError, ConfigError) as exc:
                 module.fail_json(msg="cannot write %s: %s" % (edit.path, to_native(exc)), **result)
         if backups:
             result["backup_files"] = backups
