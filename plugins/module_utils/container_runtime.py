@@ -28,6 +28,16 @@ except ImportError as exc:  # pragma: no cover - exercised on hosts without toml
     HAS_TOMLKIT = False
     TOMLKIT_IMPORT_ERROR = exc
 
+# A fast reader for data only (no layout): the stdlib's, or its backport, when there is one.
+try:
+    import tomllib as _fast_toml
+except ImportError:  # Python < 3.11
+    try:
+        import tomli as _fast_toml
+    except ImportError:
+        _fast_toml = None
+HAS_FAST_TOML = _fast_toml is not None
+
 NVIDIA_RUNTIME_NAME = "nvidia"
 DEFAULT_NVIDIA_RUNTIME_PATH = "/usr/bin/nvidia-container-runtime"
 DROP_IN_NAME = "99-nvidia.toml"
@@ -98,16 +108,30 @@ def require_tomlkit():
         raise ConfigError("the Python library tomlkit is required to edit TOML configs: %s" % TOMLKIT_IMPORT_ERROR)
 
 
+def _invalid_toml(path, exc):
+    return ConfigError(
+        "%s is not valid TOML: %s. Nothing was changed; fix the file (or move it away) and run again." % (path, exc)
+    )
+
+
 def parse_toml(text, path):
     """Parse ``text`` (from ``path``) keeping comments and layout."""
     require_tomlkit()
     try:
         doc = tomlkit.parse(text or "")
     except (TOMLKitError, ValueError) as exc:
-        raise ConfigError(
-            "%s is not valid TOML: %s. Nothing was changed; fix the file (or move it away) and run again." % (path, exc)
-        )
+        raise _invalid_toml(path, exc)
     return doc
+
+
+def load_plain(text, path):
+    """The data of TOML ``text`` as plain Python, with the fastest parser there is; errors name ``path``."""
+    if HAS_FAST_TOML:
+        try:
+            return _fast_toml.loads(text or "")
+        except _fast_toml.TOMLDecodeError as exc:
+            raise _invalid_toml(path, exc)
+    return plain(parse_toml(text, path))
 
 
 def dump_toml(doc):
@@ -122,7 +146,7 @@ def settled(path, before, after):
     """
     if before is None or before == after:
         return after
-    if plain(parse_toml(before, path)) == plain(parse_toml(after, path)):
+    if load_plain(before, path) == load_plain(after, path):
         return before
     return after
 

@@ -40,6 +40,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     ensure_path,
     ensure_table,
     is_real_table,
+    load_plain,
     lookup,
     parse_toml,
     plain,
@@ -49,6 +50,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     settled,
     table_from_dict,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_toml import ScopeMismatch, TomlFile
 
 CRI_PLUGINS = {
     2: "io.containerd.grpc.v1.cri",
@@ -252,11 +254,23 @@ def _configure_cri(doc, version, effective_cri, opts):
     return source_name
 
 
-def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", config_version=None,
-                    runtime_name=NVIDIA_RUNTIME_NAME, runtime_path=DEFAULT_NVIDIA_RUNTIME_PATH,
-                    set_as_default=False, enable_cdi=False, cdi_spec_dir=DEFAULT_CDI_SPEC_DIR,
-                    systemd_cgroup=None, drop_in_path=None, builtin_runtimes=None, reader=read_text,
-                    globber=glob.glob):
+def plan_containerd(*args, **kwargs):
+    """The edits that make containerd offer the NVIDIA runtime (see :func:`_plan_containerd`).
+
+    A large main config is edited through the CRI tables only; when that cut
+    does not check out, the whole file is edited instead.
+    """
+    try:
+        return _plan_containerd(*args, **kwargs)
+    except ScopeMismatch:
+        return _plan_containerd(*args, scoped=False, **kwargs)
+
+
+def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", config_version=None,
+                     runtime_name=NVIDIA_RUNTIME_NAME, runtime_path=DEFAULT_NVIDIA_RUNTIME_PATH,
+                     set_as_default=False, enable_cdi=False, cdi_spec_dir=DEFAULT_CDI_SPEC_DIR,
+                     systemd_cgroup=None, drop_in_path=None, builtin_runtimes=None, reader=read_text,
+                     globber=glob.glob, scoped=None):
     """The edits that make containerd offer the NVIDIA runtime.
 
     ``config_version`` is what the caller detected from ``containerd --version``
@@ -276,8 +290,8 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
                           % (config_version, _describe_versions()))
 
     main_text = reader(config_path)
-    main_doc = parse_toml(main_text, config_path)
-    found = file_config_version(main_doc, config_path)
+    main_file = TomlFile(main_text, config_path)  # the one full parse of the main config
+    found = file_config_version(main_file.data, config_path)
     if found is None and config_version is None:
         raise ConfigError(
             "%s does not exist (or is empty) and the containerd version is unknown: install containerd "
@@ -295,35 +309,39 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
                     builtin_runtimes)
     warnings = []
     base_dir = os.path.dirname(config_path)
-    main_plain = plain(main_doc)
+    main_plain = main_file.data
     imported = _import_files(main_plain.get("imports"), base_dir, globber)
+    # An empty config gets the version it is written for: containerd reads a file without one as version 1.
+    with_version = TomlFile(main_text, config_path, prefix="version = %d\n" % version) if found is None else main_file
 
     if mode == "in_place":
-        if "version" not in main_doc:
-            main_doc = parse_toml("version = %d\n" % version + (main_text or ""), config_path)
+        main_file = with_version
+        main_doc = main_file.edit(["plugins", cri_name, "containerd"], scoped)
         effective = main_plain
         for path in imported:
-            data = plain(parse_toml(reader(path), path))
+            data = load_plain(reader(path), path)
             if version == 2 and cri_name in (data.get("plugins") or {}):
                 warnings.append(
                     "%s replaces the whole %s section of %s (containerd 1.x import rules), so the NVIDIA runtime "
                     "written there is not used; use mode=drop_in." % (path, cri_name, config_path))
             effective = _merge_imported(version, effective, data)
         _configure_cri(main_doc, version, lookup(effective, ["plugins", cri_name]) or {}, opts)
-        after = settled(config_path, main_text, dump_toml(main_doc))
+        after = main_file.render()
         return Plan("containerd", [FileEdit(config_path, main_text, after)], version, cri_name, warnings)
 
     # drop_in
     drop_in_path = drop_in_path or os.path.join(base_dir, "conf.d", DROP_IN_NAME)
     drop_in_text = reader(drop_in_path)
-    parse_toml(drop_in_text, drop_in_path)  # fail early, before anything else, on a broken drop-in
+    load_plain(drop_in_text, drop_in_path)  # fail early, before anything else, on a broken drop-in
 
     # The main config imports the drop-in (a glob such as conf.d/*.toml may already do).
     patterns = [p if os.path.isabs(p) else os.path.join(base_dir, p)
                 for p in (main_plain.get("imports") or []) if isinstance(p, str)]
-    if not any(_glob_matches(p, drop_in_path) for p in patterns):
-        if not main_doc:
-            main_doc = parse_toml("version = %d\n" % version + (main_text or ""), config_path)
+    # Read only (for a version 2 copy of the CRI section) but for the imports line.
+    needs_import = not any(_glob_matches(p, drop_in_path) for p in patterns)
+    main_file = with_version if needs_import else main_file
+    main_doc = main_file.edit(["plugins", cri_name] if version == 2 else ["plugins", cri_name, "containerd"], scoped)
+    if needs_import:
         imports = main_doc.get("imports")
         pattern = os.path.join(os.path.dirname(drop_in_path), "*.toml")
         if imports is None:
@@ -332,10 +350,10 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
             imports.append(pattern)
         else:
             raise ConfigError("%s: 'imports' must be a list of paths, found %r" % (config_path, plain(imports)))
-    new_main = settled(config_path, main_text, dump_toml(main_doc))
+    new_main = main_file.render()
 
     # Load order with the drop-in in its place: main, then imported files sorted per pattern.
-    order = _import_files(plain(main_doc).get("imports"), base_dir,
+    order = _import_files(plain(main_doc.get("imports")), base_dir,
                           lambda p: sorted(set(globber(p)) | ({drop_in_path} if _glob_matches(p, drop_in_path) else set())))
     position = order.index(drop_in_path) if drop_in_path in order else len(order)
     before_files, after_files = order[:position], order[position + 1:]
@@ -343,11 +361,11 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
     effective = main_plain
     cri_overridden = False
     for path in before_files:
-        data = plain(parse_toml(reader(path), path))
+        data = load_plain(reader(path), path)
         cri_overridden = cri_overridden or cri_name in (data.get("plugins") or {})
         effective = _merge_imported(version, effective, data)
     for path in after_files:
-        data = plain(parse_toml(reader(path), path))
+        data = load_plain(reader(path), path)
         if version == 2 and cri_name in (data.get("plugins") or {}):
             warnings.append("%s is imported after %s and replaces its whole %s section (containerd 1.x), "
                             "so the NVIDIA runtime is not used; rename it to sort before %s."

@@ -27,6 +27,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     deep_merge,
     dump_toml,
     ensure_path,
+    load_plain,
     lookup,
     parse_toml,
     plain,
@@ -52,12 +53,12 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=NVIDIA_RUNTIME_NAM
     doc = parse_toml(drop_in_text if (drop_in_text or "").strip() else DROP_IN_HEADER, drop_in_path)
 
     # What CRI-O sees before our file: the main config, then the drop-ins that sort first.
-    effective = plain(parse_toml(reader(config_path), config_path))
+    effective = load_plain(reader(config_path), config_path)
     warnings = []
     for path in sorted(globber(os.path.join(os.path.dirname(drop_in_path), "*"))):
         if path == drop_in_path or os.path.isdir(path):
             continue
-        data = plain(parse_toml(reader(path), path))
+        data = load_plain(reader(path), path)
         if os.path.basename(path) < os.path.basename(drop_in_path):
             effective = deep_merge(effective, data)
         elif set_as_default and lookup(data, ["crio", "runtime", "default_runtime"]) not in (None, runtime_name):

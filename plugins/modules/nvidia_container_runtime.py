@@ -270,6 +270,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     HAS_TOMLKIT,
     TOMLKIT_IMPORT_ERROR,
     ConfigError,
+    load_plain,
     lookup,
     parse_toml,
     plain,
@@ -357,7 +358,7 @@ def _builtin_runtimes(module):
         if rc != 0:
             return None
         try:
-            default = plain(parse_toml(out, "`containerd config default`"))
+            default = load_plain(out, "`containerd config default`")
         except ConfigError:
             return None
         return lookup(default, ["plugins", CRI_PLUGINS[version], "containerd", "runtimes"])
