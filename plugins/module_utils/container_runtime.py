@@ -347,6 +347,15 @@ def set_value_at(doc, path, key, value):
     return set_value(_table_at(doc, path, key), key, value)
 
 
+def remove_value_at(doc, path, key):
+    """Remove ``key`` from the table at ``path`` (from the part of a split table that holds it); True if it was there."""
+    target = _table_at(doc, path, key)
+    if isinstance(target, dict) and key in target:
+        del target[key]
+        return True
+    return False
+
+
 def _strip_comments(table):
     """Drop comments from a copied table: they describe the original, not the copy."""
     body = table.value.body

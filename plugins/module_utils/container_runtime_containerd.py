@@ -45,6 +45,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     parse_toml,
     plain,
     read_text,
+    remove_value_at,
     set_value,
     set_value_at,
     settled,
@@ -158,12 +159,31 @@ def _merge_imported(version, base, imported):
 
 # What containerd runs when a config names no runtime at all (its built-in runc).
 BUILTIN_RUNTIMES = {"runc": {"runtime_type": RUNC_V2_SHIM}}
+# containerd's own default_runtime_name, what a config falls back to without one.
+FALLBACK_DEFAULT_RUNTIME = "runc"
+
+
+def builtin_runtimes_from_default(text):
+    """The runtimes in ``containerd config default`` output, or None.
+
+    The CRI plugin is the one of the output's own ``version``: containerd 2.x
+    prints version 3 even where the config on disk (Debian's package) is version 2.
+    """
+    try:
+        default = load_plain(text, "`containerd config default`")
+    except ConfigError:
+        return None
+    plugin = CRI_PLUGINS.get(default.get("version"))
+    runtimes = lookup(default, ["plugins", plugin, "containerd", "runtimes"]) if plugin else None
+    return runtimes if isinstance(runtimes, dict) and runtimes else None
 
 
 class _Options(object):
     def __init__(self, runtime_name, runtime_path, set_as_default, enable_cdi, cdi_spec_dir, systemd_cgroup,
                  builtin_runtimes=None):
         self.builtin_runtimes = builtin_runtimes
+        # The default runtime is set by a file other than the one edited (drop-in mode).
+        self.default_elsewhere = False
         self.runtime_name = runtime_name
         self.runtime_path = runtime_path
         self.set_as_default = set_as_default
@@ -173,8 +193,13 @@ class _Options(object):
 
 
 def _source_runtime_name(runtimes, default_name, runtime_name):
-    """The runtime whose settings the NVIDIA runtime inherits: the default one, then runc, crun."""
-    candidates = [default_name] if default_name and default_name != runtime_name else []
+    """The runtime whose settings the NVIDIA runtime inherits: the default one, then runc, crun.
+
+    Like nvidia-ctk (``engine.GetLowLevelRuntimes``), a default whose name starts
+    with ``nvidia`` (``nvidia-cdi``, ``nvidia-legacy``) is no low-level runtime to copy.
+    """
+    candidates = [default_name] if default_name and default_name != runtime_name \
+        and not str(default_name).startswith("nvidia") else []
     candidates.extend(LOW_LEVEL_RUNTIMES)
     for name in candidates:
         if isinstance((runtimes or {}).get(name), dict):
@@ -217,7 +242,9 @@ def _configure_cri(doc, version, effective_cri, opts):
     # Runtime level settings (privileged_without_host_devices, base_runtime_spec, ...)
     # are inherited once; an operator's own value on the NVIDIA runtime is kept.
     inherited = dict((k, v) for k, v in source.items() if k != "options")
-    inherited["runtime_type"] = RUNC_V2_SHIM
+    # nvidia-ctk copies the whole runtime, its type included (a runhcs or a
+    # custom shim stays what it is); only a runtime without one gets runc's shim.
+    inherited["runtime_type"] = source.get("runtime_type") or RUNC_V2_SHIM
 
     if opts.runtime_name not in runtimes:
         source_item = runtimes.get(source_name) if source_name else None
@@ -232,7 +259,7 @@ def _configure_cri(doc, version, effective_cri, opts):
     if not isinstance(nvidia, dict):
         raise ConfigError("plugins.%s.containerd.runtimes.%s is not a table" % (cri_name, opts.runtime_name))
     nvidia_path = runtimes_path + [opts.runtime_name]
-    set_value_at(doc, nvidia_path, "runtime_type", RUNC_V2_SHIM)
+    set_value_at(doc, nvidia_path, "runtime_type", inherited["runtime_type"])
     for key, value in inherited.items():
         if key not in nvidia:
             set_value_at(doc, nvidia_path, key, value)
@@ -240,8 +267,16 @@ def _configure_cri(doc, version, effective_cri, opts):
     for key, value in wanted_options.items():
         set_value_at(doc, nvidia_path + ["options"], key, value)
 
+    containerd_path = runtimes_path[:-1]
     if opts.set_as_default:
-        set_value_at(doc, runtimes_path[:-1], "default_runtime_name", opts.runtime_name)
+        set_value_at(doc, containerd_path, "default_runtime_name", opts.runtime_name)
+    elif opts.runtime_name in (default_name, plain(lookup(doc, containerd_path + ["default_runtime_name"]))):
+        # Like nvidia-ctk: a default naming the NVIDIA runtime goes when it is no longer
+        # wanted, and containerd falls back to its built-in default, runc. A version 3
+        # drop-in cannot remove what the main config sets: it names runc instead.
+        remove_value_at(doc, containerd_path, "default_runtime_name")
+        if opts.default_elsewhere and default_name == opts.runtime_name:
+            set_value_at(doc, containerd_path, "default_runtime_name", FALLBACK_DEFAULT_RUNTIME)
     if opts.enable_cdi:
         cri_path = runtimes_path[:-2]
         set_value_at(doc, cri_path, "enable_cdi", True)
@@ -391,6 +426,7 @@ def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place",
         else:
             drop_in_text_for_edit = drop_in_text
         doc = _with_version_first(drop_in_text_for_edit, version, drop_in_path)
+        opts.default_elsewhere = True
         _configure_cri(doc, version, effective_cri, opts)
     edits = [FileEdit(config_path, main_text, new_main),
              FileEdit(drop_in_path, drop_in_text, settled(drop_in_path, drop_in_text, dump_toml(doc)))]

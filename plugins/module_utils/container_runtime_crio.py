@@ -83,5 +83,7 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=NVIDIA_RUNTIME_NAM
             set_value(table, key, value)
     if set_as_default:
         set_value(ensure_path(doc, ["crio", "runtime"]), "default_runtime", runtime_name)
+    elif lookup(doc, ["crio", "runtime", "default_runtime"]) == runtime_name:
+        del doc["crio"]["runtime"]["default_runtime"]  # like nvidia-ctk: back to CRI-O's own default
     after = settled(drop_in_path, drop_in_text, dump_toml(doc))
     return Plan("crio", [FileEdit(drop_in_path, drop_in_text, after)], warnings=warnings)

@@ -18,10 +18,11 @@ description:
   - Adds the C(nvidia) runtime to a container engine the way C(nvidia-ctk runtime configure) does, natively in
     Python, so it works before the NVIDIA Container Toolkit is installed and shows a real diff in check mode.
   - B(containerd) config version 2 (containerd 1.6/1.7, plugin C(io.containerd.grpc.v1.cri)) and version 3
-    (containerd 2.x, plugin C(io.containerd.cri.v1.runtime)). The runtime gets C(runtime_type =
-    "io.containerd.runc.v2"), the options of the existing runc (or default) runtime, C(SystemdCgroup) above all,
-    and C(BinaryName) set to O(nvidia_runtime_path). Every other runtime, setting and comment is kept.
-    A config that another tool rewrote gets the runtime back on the next run.
+    (containerd 2.x, plugin C(io.containerd.cri.v1.runtime)). Like C(nvidia-ctk), the runtime copies the
+    default runtime (or C(runc), then C(crun); a default whose name starts with C(nvidia) is skipped), with
+    its C(runtime_type) (C(io.containerd.runc.v2) only where that is empty), its settings and its options,
+    C(SystemdCgroup) above all, with C(BinaryName) set to O(nvidia_runtime_path). Every other runtime, setting
+    and comment is kept. A config that another tool rewrote gets the runtime back on the next run.
   - A containerd config that names no runtime at all (Debian's packaged one) runs containerd's built-in C(runc);
     naming only C(nvidia) would replace it, so the built-in runtimes (from C(containerd config default)) are
     written out first.
@@ -85,7 +86,10 @@ options:
   set_as_default:
     description:
       - Make the NVIDIA runtime the engine's default runtime.
-      - V(false) leaves the current default runtime as it is.
+      - V(false) removes a default that names the NVIDIA runtime, like C(nvidia-ctk) does, so the default moves
+        back; containerd then uses its built-in default C(runc) (a version 3 drop-in, which cannot remove what the
+        main config sets, names C(runc)); docker and CRI-O use their own default (C(runc), C(crun)).
+        Any other default runtime is left as it is.
     type: bool
     default: false
   enable_cdi:
@@ -145,6 +149,21 @@ attributes:
     support: full
     platforms: posix
 notes:
+  - "Deliberate differences from C(nvidia-ctk runtime configure): a containerd config that names no runtime gets
+    the built-in runtimes (from C(containerd config default), whose own C(version) tells the CRI plugin to read)
+    written out next to C(nvidia), because a version 2 config that names only C(nvidia) has no C(runc) and
+    containerd 1.7 then refuses it; C(nvidia-ctk) writes C(nvidia) alone. The runtime gets no
+    C(runtime_engine)/C(runtime_root) keys of its own, which C(nvidia-ctk) adds empty when there is nothing to
+    copy."
+  - "docker: C(runtimes.nvidia) is written whole as C({\"path\": ..., \"args\": []}), as C(nvidia-ctk) writes it,
+    so a host where both manage C(daemon.json) (the toolkit's installer, the GPU Operator) does not flip between
+    two versions; other keys of that entry are dropped. dockerd ignores C(args) (its key is C(runtimeArgs)),
+    and the NVIDIA runtime reads its settings from C(/etc/nvidia-container-runtime/config.toml), not arguments."
+  - A symlinked config file is written through to the link's target (like M(ansible.builtin.copy) with
+    C(follow=yes)); the target keeps its mode, owner and SELinux context.
+  - Large containerd configs are read once with the standard library's C(tomllib) (or C(tomli)), and only the
+    CRI runtime tables go through tomlkit; without either parser the whole file goes through tomlkit, which
+    takes about half a minute per MB.
   - Restart the container engine after a change (see RV(restart_required)); the gpuops.platform.container_toolkit
     role does it with a handler.
   - C(enable_cdi) needs containerd 1.7 or later; containerd 2.x enables CDI by default.
@@ -270,10 +289,6 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     HAS_TOMLKIT,
     TOMLKIT_IMPORT_ERROR,
     ConfigError,
-    load_plain,
-    lookup,
-    parse_toml,
-    plain,
     read_text,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_cdi import (
@@ -285,7 +300,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_
     driver_version_from,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
-    CRI_PLUGINS,
+    builtin_runtimes_from_default,
     config_version_for,
     plan_containerd,
 )
@@ -350,18 +365,12 @@ def _containerd_version(module, config_path):
 
 def _builtin_runtimes(module):
     """containerd's built-in runtimes (from ``containerd config default``), read only when a config names none."""
-    def load(version):
+    def load(_version):
         binary = module.get_bin_path("containerd")
         if not binary:
             return None
         rc, out, _err = module.run_command([binary, "config", "default"])
-        if rc != 0:
-            return None
-        try:
-            default = load_plain(out, "`containerd config default`")
-        except ConfigError:
-            return None
-        return lookup(default, ["plugins", CRI_PLUGINS[version], "containerd", "runtimes"])
+        return builtin_runtimes_from_default(out) if rc == 0 else None
     return load
 
 

@@ -19,9 +19,10 @@ import os
 import platform
 import re
 import sys
+import resource
+import subprocess
 import tempfile
 import time
-import tracemalloc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import conftest  # noqa: E402  (collection and tests/unit on sys.path)
@@ -53,15 +54,20 @@ def generate(size_mb):
 
 
 def measure(path, mode, scoped):
-    tracemalloc.start()
+    """Seconds and peak resident memory (MB) of one plan, in a fresh process so the peaks do not mix."""
+    out = subprocess.check_output([sys.executable, os.path.abspath(__file__), "--one", path, mode, str(scoped)])
+    seconds, peak = out.decode().split()
+    return float(seconds), float(peak)
+
+
+def one(path, mode, scoped):
+    scoped = {"None": None, "False": False}[scoped]
     start = time.perf_counter()
     plan = plan_containerd(path, mode=mode, scoped=scoped, set_as_default=True,
                            drop_in_path=os.path.join(os.path.dirname(path), "conf.d", "99-nvidia.toml"))
     seconds = time.perf_counter() - start
-    _current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
     assert plan.changed and 'BinaryName = "/usr/bin/nvidia-container-runtime"' in plan.edits[-1].after
-    return seconds, peak / 1e6
+    print("%.3f %.1f" % (seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
 
 
 def main():
@@ -69,8 +75,11 @@ def main():
     parser.add_argument("--sizes", type=float, nargs="+", default=[1, 10])
     parser.add_argument("--whole-up-to", type=float, default=1)
     parser.add_argument("--write", help="replace the results block of this markdown file")
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    rows = ["| config | mode | parse | seconds | peak MB |", "|---|---|---|---:|---:|"]
+    if args.one:
+        return one(*args.one)
+    rows = ["| config | mode | parse | seconds | peak RSS MB |", "|---|---|---|---:|---:|"]
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
             path = os.path.join(tmp, "config-%gmb.toml" % size)
