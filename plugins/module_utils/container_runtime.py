@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import errno
 import os
 
 try:
@@ -88,15 +89,30 @@ class Plan(object):
         return bool(self.changed_edits)
 
 
+# No container engine config is this large; a file that is would take minutes and gigabytes to edit.
+MAX_CONFIG_BYTES = 64 * 1024 * 1024
+
+
 def read_text(path):
     """The text of ``path``, or None when it does not exist."""
+    if os.path.isdir(path):
+        raise ConfigError("%s is a directory, not a config file. Nothing was changed; give the path of the file."
+                          % path)
+    try:
+        size = os.stat(path).st_size
+    except (IOError, OSError):
+        size = 0
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError("%s is %d MiB, larger than the %d MiB a container engine config can be here. Nothing "
+                          "was changed; check the file." % (path, size // 1048576, MAX_CONFIG_BYTES // 1048576))
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except (IOError, OSError) as exc:
-        if not os.path.exists(path):
-            return None
-        raise ConfigError("cannot read %s: %s" % (path, exc))
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return None  # absent, or a link to a file not written yet (written through the link)
+        raise ConfigError("cannot read %s: %s. Nothing was changed; fix the file (a dangling or looping link?) "
+                          "and run again." % (path, exc))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -160,6 +176,19 @@ def plain(value):
     if isinstance(value, list):
         return [plain(v) for v in value]
     return value
+
+
+def check_tables(data, path, source, label=None):
+    """Fail clearly when a value on ``path`` (a key path in plain ``data``) is there but is not a table."""
+    node = data
+    for depth, key in enumerate(path):
+        if not isinstance(node, dict) or key not in node:
+            return
+        node = node[key]
+        if not isinstance(node, dict):
+            raise ConfigError(
+                "%s: %s must be a table, found %r. Nothing was changed; fix the file and run again."
+                % (source, label or ".".join('"%s"' % k if "." in k else k for k in path[:depth + 1]), node))
 
 
 def lookup(container, path):

@@ -39,6 +39,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     dump_toml,
     ensure_path,
     ensure_table,
+    check_tables,
     is_real_table,
     load_plain,
     lookup,
@@ -119,6 +120,23 @@ def _with_version_first(text, version, path):
     if "version" not in doc:
         doc = parse_toml("version = %d\n" % version + (text or ""), path)
     return doc
+
+
+def check_shapes(data, version, source):
+    """Every table on the way to the runtimes is a table (a string or list there cannot be edited)."""
+    if not isinstance(data, dict):
+        return
+    imports = data.get("imports")
+    if imports is not None and not (isinstance(imports, list) and all(isinstance(i, str) for i in imports)):
+        raise ConfigError("%s: 'imports' must be a list of paths, found %r. Nothing was changed; fix the file and "
+                          "run again." % (source, imports))
+    cri = CRI_PLUGINS.get(version)
+    if cri is None:
+        return
+    runtimes_path = ["plugins", cri, "containerd", "runtimes"]
+    check_tables(data, runtimes_path, source)
+    for name, runtime in (lookup(data, runtimes_path) or {}).items():
+        check_tables(data, runtimes_path + [name, "options"], source)
 
 
 def _import_files(imports, base_dir, globber):
@@ -340,6 +358,7 @@ def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place",
         )
     version = found or config_version
     cri_name = CRI_PLUGINS[version]
+    check_shapes(main_file.data, version, config_path)
     opts = _Options(runtime_name, runtime_path, set_as_default, enable_cdi, cdi_spec_dir, systemd_cgroup,
                     builtin_runtimes)
     warnings = []
@@ -355,6 +374,7 @@ def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place",
         effective = main_plain
         for path in imported:
             data = load_plain(reader(path), path)
+            check_shapes(data, version, path)
             if version == 2 and cri_name in (data.get("plugins") or {}):
                 warnings.append(
                     "%s replaces the whole %s section of %s (containerd 1.x import rules), so the NVIDIA runtime "
@@ -367,7 +387,8 @@ def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place",
     # drop_in
     drop_in_path = drop_in_path or os.path.join(base_dir, "conf.d", DROP_IN_NAME)
     drop_in_text = reader(drop_in_path)
-    load_plain(drop_in_text, drop_in_path)  # fail early, before anything else, on a broken drop-in
+    # fail early, before anything else, on a broken drop-in
+    check_shapes(load_plain(drop_in_text, drop_in_path), version, drop_in_path)
 
     # The main config imports the drop-in (a glob such as conf.d/*.toml may already do).
     patterns = [p if os.path.isabs(p) else os.path.join(base_dir, p)
@@ -397,6 +418,7 @@ def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place",
     cri_overridden = False
     for path in before_files:
         data = load_plain(reader(path), path)
+        check_shapes(data, version, path)
         cri_overridden = cri_overridden or cri_name in (data.get("plugins") or {})
         effective = _merge_imported(version, effective, data)
     for path in after_files:

@@ -23,6 +23,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     NVIDIA_RUNTIME_NAME,
     ConfigError,
     FileEdit,
+    check_tables,
     Plan,
     deep_merge,
     dump_toml,
@@ -52,13 +53,16 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=NVIDIA_RUNTIME_NAM
     drop_in_text = reader(drop_in_path)
     doc = parse_toml(drop_in_text if (drop_in_text or "").strip() else DROP_IN_HEADER, drop_in_path)
 
+    check_tables(plain(doc), ["crio", "runtime", "runtimes", runtime_name], drop_in_path)
     # What CRI-O sees before our file: the main config, then the drop-ins that sort first.
     effective = load_plain(reader(config_path), config_path)
+    check_tables(effective, ["crio", "runtime", "runtimes"], config_path)
     warnings = []
     for path in sorted(globber(os.path.join(os.path.dirname(drop_in_path), "*"))):
         if path == drop_in_path or os.path.isdir(path):
             continue
         data = load_plain(reader(path), path)
+        check_tables(data, ["crio", "runtime", "runtimes"], path)
         if os.path.basename(path) < os.path.basename(drop_in_path):
             effective = deep_merge(effective, data)
         elif set_as_default and lookup(data, ["crio", "runtime", "default_runtime"]) not in (None, runtime_name):

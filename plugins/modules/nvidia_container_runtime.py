@@ -329,6 +329,38 @@ ARGUMENT_SPEC = dict(
 )
 
 
+# A runtime name becomes a TOML table key, a docker runtime name and a Kubernetes
+# RuntimeClass handler (a DNS label): letters, digits, '-' and '_' only.
+RUNTIME_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\Z")
+# What may be in a path written into a config: no whitespace, quotes, backslashes or control characters.
+SAFE_PATH = re.compile(r'^/[^\s"\'\\\x00-\x1f\x7f]*\Z')
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+DRIVER_VERSION = re.compile(r"^\d+(?:\.\d+){1,3}\Z")
+
+
+def _check_values(params):
+    """Values that would reach a config, a table key or a command line: an error before anything is read."""
+    name = params["runtime_name"]
+    if not RUNTIME_NAME.match(name or ""):
+        return ("runtime_name %r is not valid: use 1 to 63 letters, digits, '-' or '_', starting and ending with a "
+                "letter or digit (it becomes a config table key, a docker runtime name and a Kubernetes "
+                "RuntimeClass handler). Nothing was changed." % (name,))
+    path = params["nvidia_runtime_path"]
+    if not SAFE_PATH.match(path or ""):
+        return ("nvidia_runtime_path %r is not valid: give the absolute path of the NVIDIA Container Runtime, "
+                "without whitespace, quotes, backslashes or control characters. Nothing was changed." % (path,))
+    for option, value in (("config_path", params["config_path"]), ("drop_in_path", params["drop_in_path"]),
+                          ("cdi.output", params["cdi"]["output"]),
+                          ("cdi.nvidia_ctk_path", params["cdi"]["nvidia_ctk_path"])):
+        if value and CONTROL.search(value):
+            return "%s %r contains a control character; give a plain path. Nothing was changed." % (option, value)
+    version = params["cdi"]["driver_version"]
+    if version and not DRIVER_VERSION.match(version):
+        return ("cdi.driver_version %r is not a driver version such as 570.172.08. Nothing was changed."
+                % (version,))
+    return None
+
+
 def _check_options(params):
     """Options that contradict each other: an error before anything is read."""
     runtime = params["runtime"]
@@ -496,7 +528,11 @@ def handle_cdi(module):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    conflict = _check_options(params)
+    conflict = _check_values(params) or _check_options(params)
+    for option in ("config_path", "drop_in_path"):
+        if not conflict and params[option] and os.path.isdir(params[option]):
+            conflict = ("%s %s is a directory; give the path of the file. Nothing was changed."
+                        % (option, params[option]))
     if conflict:
         module.fail_json(msg=conflict)
     if params["runtime"] in ("containerd", "crio") and not HAS_TOMLKIT:
