@@ -30,8 +30,10 @@ fetch() {
     echo "ok $name $(cat "$target/VERSION") $target/root/$binary"
     return 0
   fi
-  command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null \
-    || { echo "missing $name apt-get/dpkg-deb not available"; return 0; }
+  if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+    echo "missing $name apt-get/dpkg-deb not available"
+    return 0
+  fi
   work=$(mktemp -d) || return 0
   mkdir -p "$work/lists/partial" "$work/archives/partial"
   echo "deb $MIRROR $suite main" >"$work/sources.list"
