@@ -40,12 +40,8 @@ def test_the_cut_writes_what_the_whole_file_edit_writes(tmp_path, name, mode, ca
         # it is one table, copied with its layout instead of rebuilt from data)
 
 
-@pytest.mark.parametrize("fixture, plugin", [("containerd-1.7-kubeadm.toml", CRI2), ("containerd-2.1-default.toml", CRI3)])
-def test_a_large_config_is_cut_and_every_other_table_kept_byte_for_byte(tmp_path, monkeypatch, fixture, plugin):
-    monkeypatch.setattr(toml_cut, "SCOPED_MIN_SIZE", 1000)  # large enough: any file but a tiny one
-    extra = unrelated_tables(30, plugin)
-    original = fixture_text(fixture) + extra
-    path = place(tmp_path, "etc/containerd/config.toml", original)
+def scoped_runs(monkeypatch):
+    """The ``scoped`` flag of every TomlFile rendered while the test runs."""
     seen = []
     real_render = toml_cut.TomlFile.render
 
@@ -53,11 +49,27 @@ def test_a_large_config_is_cut_and_every_other_table_kept_byte_for_byte(tmp_path
         seen.append(self.scoped)
         return real_render(self)
 
-    toml_cut.TomlFile.render = render
-    try:
-        plan = plan_containerd(path, set_as_default=True)
-    finally:
-        toml_cut.TomlFile.render = real_render
+    monkeypatch.setattr(toml_cut.TomlFile, "render", render)
+    return seen
+
+
+def test_without_a_fast_parser_the_whole_file_is_edited(tmp_path, monkeypatch):
+    monkeypatch.setattr(toml_cut, "SCOPED_MIN_SIZE", 1000)
+    monkeypatch.setattr(toml_cut, "HAS_FAST_TOML", False)
+    seen = scoped_runs(monkeypatch)
+    path = place(tmp_path, "etc/containerd/config.toml", fixture_text("containerd-1.7-kubeadm.toml"))
+    assert plan_containerd(path).changed and seen == [False]
+
+
+@pytest.mark.skipif(not toml_cut.HAS_FAST_TOML, reason="no tomllib or tomli on this Python: the whole file is edited")
+@pytest.mark.parametrize("fixture, plugin", [("containerd-1.7-kubeadm.toml", CRI2), ("containerd-2.1-default.toml", CRI3)])
+def test_a_large_config_is_cut_and_every_other_table_kept_byte_for_byte(tmp_path, monkeypatch, fixture, plugin):
+    monkeypatch.setattr(toml_cut, "SCOPED_MIN_SIZE", 1000)  # large enough: any file but a tiny one
+    extra = unrelated_tables(30, plugin)
+    original = fixture_text(fixture) + extra
+    path = place(tmp_path, "etc/containerd/config.toml", original)
+    seen = scoped_runs(monkeypatch)
+    plan = plan_containerd(path, set_as_default=True)
     assert seen == [True]  # the fast path was taken
     after = plan.edits[0].after
     assert extra in after  # the tables off the path, unchanged and in their order
