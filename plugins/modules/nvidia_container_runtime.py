@@ -76,11 +76,18 @@ options:
     choices: [auto, '2', '3']
     default: auto
   runtime_name:
-    description: The name of the runtime in the engine's config.
+    description:
+      - The name of the runtime in the engine's config.
+      - 1 to 63 letters, digits, C(-) or C(_), starting and ending with a letter or digit; it becomes a config
+        table key, a docker runtime name and a Kubernetes RuntimeClass handler. Anything else fails, changing
+        nothing.
     type: str
     default: nvidia
   nvidia_runtime_path:
-    description: The NVIDIA Container Runtime executable (an absolute path for containerd and CRI-O).
+    description:
+      - The NVIDIA Container Runtime executable.
+      - An absolute path without whitespace, quotes, backslashes or control characters; anything else fails,
+        changing nothing.
     type: path
     default: /usr/bin/nvidia-container-runtime
   set_as_default:
