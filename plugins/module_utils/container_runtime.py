@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import errno
 import os
 
 try:
@@ -27,6 +28,16 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised on hosts without tomlkit
     HAS_TOMLKIT = False
     TOMLKIT_IMPORT_ERROR = exc
+
+# A fast reader for data only (no layout): the stdlib's, or its backport, when there is one.
+try:
+    import tomllib as _fast_toml
+except ImportError:  # Python < 3.11
+    try:
+        import tomli as _fast_toml
+    except ImportError:
+        _fast_toml = None
+HAS_FAST_TOML = _fast_toml is not None
 
 NVIDIA_RUNTIME_NAME = "nvidia"
 DEFAULT_NVIDIA_RUNTIME_PATH = "/usr/bin/nvidia-container-runtime"
@@ -78,15 +89,30 @@ class Plan(object):
         return bool(self.changed_edits)
 
 
+# No container engine config is this large; a file that is would take minutes and gigabytes to edit.
+MAX_CONFIG_BYTES = 64 * 1024 * 1024
+
+
 def read_text(path):
     """The text of ``path``, or None when it does not exist."""
+    if os.path.isdir(path):
+        raise ConfigError("%s is a directory, not a config file. Nothing was changed; give the path of the file."
+                          % path)
+    try:
+        size = os.stat(path).st_size
+    except (IOError, OSError):
+        size = 0
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError("%s is %d MiB, larger than the %d MiB a container engine config can be here. Nothing "
+                          "was changed; check the file." % (path, size // 1048576, MAX_CONFIG_BYTES // 1048576))
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except (IOError, OSError) as exc:
-        if not os.path.exists(path):
-            return None
-        raise ConfigError("cannot read %s: %s" % (path, exc))
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return None  # absent, or a link to a file not written yet (written through the link)
+        raise ConfigError("cannot read %s: %s. Nothing was changed; fix the file (a dangling or looping link?) "
+                          "and run again." % (path, exc))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -98,16 +124,30 @@ def require_tomlkit():
         raise ConfigError("the Python library tomlkit is required to edit TOML configs: %s" % TOMLKIT_IMPORT_ERROR)
 
 
+def _invalid_toml(path, exc):
+    return ConfigError(
+        "%s is not valid TOML: %s. Nothing was changed; fix the file (or move it away) and run again." % (path, exc)
+    )
+
+
 def parse_toml(text, path):
     """Parse ``text`` (from ``path``) keeping comments and layout."""
     require_tomlkit()
     try:
         doc = tomlkit.parse(text or "")
     except (TOMLKitError, ValueError) as exc:
-        raise ConfigError(
-            "%s is not valid TOML: %s. Nothing was changed; fix the file (or move it away) and run again." % (path, exc)
-        )
+        raise _invalid_toml(path, exc)
     return doc
+
+
+def load_plain(text, path):
+    """The data of TOML ``text`` as plain Python, with the fastest parser there is; errors name ``path``."""
+    if HAS_FAST_TOML:
+        try:
+            return _fast_toml.loads(text or "")
+        except _fast_toml.TOMLDecodeError as exc:
+            raise _invalid_toml(path, exc)
+    return plain(parse_toml(text, path))
 
 
 def dump_toml(doc):
@@ -122,7 +162,7 @@ def settled(path, before, after):
     """
     if before is None or before == after:
         return after
-    if plain(parse_toml(before, path)) == plain(parse_toml(after, path)):
+    if load_plain(before, path) == load_plain(after, path):
         return before
     return after
 
@@ -136,6 +176,19 @@ def plain(value):
     if isinstance(value, list):
         return [plain(v) for v in value]
     return value
+
+
+def check_tables(data, path, source, label=None):
+    """Fail clearly when a value on ``path`` (a key path in plain ``data``) is there but is not a table."""
+    node = data
+    for depth, key in enumerate(path):
+        if not isinstance(node, dict) or key not in node:
+            return
+        node = node[key]
+        if not isinstance(node, dict):
+            raise ConfigError(
+                "%s: %s must be a table, found %r. Nothing was changed; fix the file and run again."
+                % (source, label or ".".join('"%s"' % k if "." in k else k for k in path[:depth + 1]), node))
 
 
 def lookup(container, path):
@@ -321,6 +374,15 @@ def set_value(table, key, value):
 def set_value_at(doc, path, key, value):
     """:func:`set_value` on the table at ``path``, in the part of a split table where ``key`` belongs."""
     return set_value(_table_at(doc, path, key), key, value)
+
+
+def remove_value_at(doc, path, key):
+    """Remove ``key`` from the table at ``path`` (from the part of a split table that holds it); True if it was there."""
+    target = _table_at(doc, path, key)
+    if isinstance(target, dict) and key in target:
+        del target[key]
+        return True
+    return False
 
 
 def _strip_comments(table):

@@ -39,16 +39,20 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     dump_toml,
     ensure_path,
     ensure_table,
+    check_tables,
     is_real_table,
+    load_plain,
     lookup,
     parse_toml,
     plain,
     read_text,
+    remove_value_at,
     set_value,
     set_value_at,
     settled,
     table_from_dict,
 )
+from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_toml import ScopeMismatch, TomlFile
 
 CRI_PLUGINS = {
     2: "io.containerd.grpc.v1.cri",
@@ -118,6 +122,23 @@ def _with_version_first(text, version, path):
     return doc
 
 
+def check_shapes(data, version, source):
+    """Every table on the way to the runtimes is a table (a string or list there cannot be edited)."""
+    if not isinstance(data, dict):
+        return
+    imports = data.get("imports")
+    if imports is not None and not (isinstance(imports, list) and all(isinstance(i, str) for i in imports)):
+        raise ConfigError("%s: 'imports' must be a list of paths, found %r. Nothing was changed; fix the file and "
+                          "run again." % (source, imports))
+    cri = CRI_PLUGINS.get(version)
+    if cri is None:
+        return
+    runtimes_path = ["plugins", cri, "containerd", "runtimes"]
+    check_tables(data, runtimes_path, source)
+    for name, runtime in (lookup(data, runtimes_path) or {}).items():
+        check_tables(data, runtimes_path + [name, "options"], source)
+
+
 def _import_files(imports, base_dir, globber):
     """The files an ``imports`` list names, in the order containerd loads them."""
     files = []
@@ -156,12 +177,31 @@ def _merge_imported(version, base, imported):
 
 # What containerd runs when a config names no runtime at all (its built-in runc).
 BUILTIN_RUNTIMES = {"runc": {"runtime_type": RUNC_V2_SHIM}}
+# containerd's own default_runtime_name, what a config falls back to without one.
+FALLBACK_DEFAULT_RUNTIME = "runc"
+
+
+def builtin_runtimes_from_default(text):
+    """The runtimes in ``containerd config default`` output, or None.
+
+    The CRI plugin is the one of the output's own ``version``: containerd 2.x
+    prints version 3 even where the config on disk (Debian's package) is version 2.
+    """
+    try:
+        default = load_plain(text, "`containerd config default`")
+    except ConfigError:
+        return None
+    plugin = CRI_PLUGINS.get(default.get("version"))
+    runtimes = lookup(default, ["plugins", plugin, "containerd", "runtimes"]) if plugin else None
+    return runtimes if isinstance(runtimes, dict) and runtimes else None
 
 
 class _Options(object):
     def __init__(self, runtime_name, runtime_path, set_as_default, enable_cdi, cdi_spec_dir, systemd_cgroup,
                  builtin_runtimes=None):
         self.builtin_runtimes = builtin_runtimes
+        # The default runtime is set by a file other than the one edited (drop-in mode).
+        self.default_elsewhere = False
         self.runtime_name = runtime_name
         self.runtime_path = runtime_path
         self.set_as_default = set_as_default
@@ -171,8 +211,13 @@ class _Options(object):
 
 
 def _source_runtime_name(runtimes, default_name, runtime_name):
-    """The runtime whose settings the NVIDIA runtime inherits: the default one, then runc, crun."""
-    candidates = [default_name] if default_name and default_name != runtime_name else []
+    """The runtime whose settings the NVIDIA runtime inherits: the default one, then runc, crun.
+
+    Like nvidia-ctk (``engine.GetLowLevelRuntimes``), a default whose name starts
+    with ``nvidia`` (``nvidia-cdi``, ``nvidia-legacy``) is no low-level runtime to copy.
+    """
+    candidates = [default_name] if default_name and default_name != runtime_name \
+        and not str(default_name).startswith("nvidia") else []
     candidates.extend(LOW_LEVEL_RUNTIMES)
     for name in candidates:
         if isinstance((runtimes or {}).get(name), dict):
@@ -215,7 +260,9 @@ def _configure_cri(doc, version, effective_cri, opts):
     # Runtime level settings (privileged_without_host_devices, base_runtime_spec, ...)
     # are inherited once; an operator's own value on the NVIDIA runtime is kept.
     inherited = dict((k, v) for k, v in source.items() if k != "options")
-    inherited["runtime_type"] = RUNC_V2_SHIM
+    # nvidia-ctk copies the whole runtime, its type included (a runhcs or a
+    # custom shim stays what it is); only a runtime without one gets runc's shim.
+    inherited["runtime_type"] = source.get("runtime_type") or RUNC_V2_SHIM
 
     if opts.runtime_name not in runtimes:
         source_item = runtimes.get(source_name) if source_name else None
@@ -230,7 +277,7 @@ def _configure_cri(doc, version, effective_cri, opts):
     if not isinstance(nvidia, dict):
         raise ConfigError("plugins.%s.containerd.runtimes.%s is not a table" % (cri_name, opts.runtime_name))
     nvidia_path = runtimes_path + [opts.runtime_name]
-    set_value_at(doc, nvidia_path, "runtime_type", RUNC_V2_SHIM)
+    set_value_at(doc, nvidia_path, "runtime_type", inherited["runtime_type"])
     for key, value in inherited.items():
         if key not in nvidia:
             set_value_at(doc, nvidia_path, key, value)
@@ -238,8 +285,16 @@ def _configure_cri(doc, version, effective_cri, opts):
     for key, value in wanted_options.items():
         set_value_at(doc, nvidia_path + ["options"], key, value)
 
+    containerd_path = runtimes_path[:-1]
     if opts.set_as_default:
-        set_value_at(doc, runtimes_path[:-1], "default_runtime_name", opts.runtime_name)
+        set_value_at(doc, containerd_path, "default_runtime_name", opts.runtime_name)
+    elif opts.runtime_name in (default_name, plain(lookup(doc, containerd_path + ["default_runtime_name"]))):
+        # Like nvidia-ctk: a default naming the NVIDIA runtime goes when it is no longer
+        # wanted, and containerd falls back to its built-in default, runc. A version 3
+        # drop-in cannot remove what the main config sets: it names runc instead.
+        remove_value_at(doc, containerd_path, "default_runtime_name")
+        if opts.default_elsewhere and default_name == opts.runtime_name:
+            set_value_at(doc, containerd_path, "default_runtime_name", FALLBACK_DEFAULT_RUNTIME)
     if opts.enable_cdi:
         cri_path = runtimes_path[:-2]
         set_value_at(doc, cri_path, "enable_cdi", True)
@@ -252,11 +307,23 @@ def _configure_cri(doc, version, effective_cri, opts):
     return source_name
 
 
-def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", config_version=None,
-                    runtime_name=NVIDIA_RUNTIME_NAME, runtime_path=DEFAULT_NVIDIA_RUNTIME_PATH,
-                    set_as_default=False, enable_cdi=False, cdi_spec_dir=DEFAULT_CDI_SPEC_DIR,
-                    systemd_cgroup=None, drop_in_path=None, builtin_runtimes=None, reader=read_text,
-                    globber=glob.glob):
+def plan_containerd(*args, **kwargs):
+    """The edits that make containerd offer the NVIDIA runtime (see :func:`_plan_containerd`).
+
+    A large main config is edited through the CRI tables only; when that cut
+    does not check out, the whole file is edited instead.
+    """
+    try:
+        return _plan_containerd(*args, **kwargs)
+    except ScopeMismatch:
+        return _plan_containerd(*args, scoped=False, **kwargs)
+
+
+def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", config_version=None,
+                     runtime_name=NVIDIA_RUNTIME_NAME, runtime_path=DEFAULT_NVIDIA_RUNTIME_PATH,
+                     set_as_default=False, enable_cdi=False, cdi_spec_dir=DEFAULT_CDI_SPEC_DIR,
+                     systemd_cgroup=None, drop_in_path=None, builtin_runtimes=None, reader=read_text,
+                     globber=glob.glob, scoped=None):
     """The edits that make containerd offer the NVIDIA runtime.
 
     ``config_version`` is what the caller detected from ``containerd --version``
@@ -276,8 +343,8 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
                           % (config_version, _describe_versions()))
 
     main_text = reader(config_path)
-    main_doc = parse_toml(main_text, config_path)
-    found = file_config_version(main_doc, config_path)
+    main_file = TomlFile(main_text, config_path)  # the one full parse of the main config
+    found = file_config_version(main_file.data, config_path)
     if found is None and config_version is None:
         raise ConfigError(
             "%s does not exist (or is empty) and the containerd version is unknown: install containerd "
@@ -291,39 +358,46 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
         )
     version = found or config_version
     cri_name = CRI_PLUGINS[version]
+    check_shapes(main_file.data, version, config_path)
     opts = _Options(runtime_name, runtime_path, set_as_default, enable_cdi, cdi_spec_dir, systemd_cgroup,
                     builtin_runtimes)
     warnings = []
     base_dir = os.path.dirname(config_path)
-    main_plain = plain(main_doc)
+    main_plain = main_file.data
     imported = _import_files(main_plain.get("imports"), base_dir, globber)
+    # An empty config gets the version it is written for: containerd reads a file without one as version 1.
+    with_version = TomlFile(main_text, config_path, prefix="version = %d\n" % version) if found is None else main_file
 
     if mode == "in_place":
-        if "version" not in main_doc:
-            main_doc = parse_toml("version = %d\n" % version + (main_text or ""), config_path)
+        main_file = with_version
+        main_doc = main_file.edit(["plugins", cri_name, "containerd"], scoped)
         effective = main_plain
         for path in imported:
-            data = plain(parse_toml(reader(path), path))
+            data = load_plain(reader(path), path)
+            check_shapes(data, version, path)
             if version == 2 and cri_name in (data.get("plugins") or {}):
                 warnings.append(
                     "%s replaces the whole %s section of %s (containerd 1.x import rules), so the NVIDIA runtime "
                     "written there is not used; use mode=drop_in." % (path, cri_name, config_path))
             effective = _merge_imported(version, effective, data)
         _configure_cri(main_doc, version, lookup(effective, ["plugins", cri_name]) or {}, opts)
-        after = settled(config_path, main_text, dump_toml(main_doc))
+        after = main_file.render()
         return Plan("containerd", [FileEdit(config_path, main_text, after)], version, cri_name, warnings)
 
     # drop_in
     drop_in_path = drop_in_path or os.path.join(base_dir, "conf.d", DROP_IN_NAME)
     drop_in_text = reader(drop_in_path)
-    parse_toml(drop_in_text, drop_in_path)  # fail early, before anything else, on a broken drop-in
+    # fail early, before anything else, on a broken drop-in
+    check_shapes(load_plain(drop_in_text, drop_in_path), version, drop_in_path)
 
     # The main config imports the drop-in (a glob such as conf.d/*.toml may already do).
     patterns = [p if os.path.isabs(p) else os.path.join(base_dir, p)
                 for p in (main_plain.get("imports") or []) if isinstance(p, str)]
-    if not any(_glob_matches(p, drop_in_path) for p in patterns):
-        if not main_doc:
-            main_doc = parse_toml("version = %d\n" % version + (main_text or ""), config_path)
+    # Read only (for a version 2 copy of the CRI section) but for the imports line.
+    needs_import = not any(_glob_matches(p, drop_in_path) for p in patterns)
+    main_file = with_version if needs_import else main_file
+    main_doc = main_file.edit(["plugins", cri_name] if version == 2 else ["plugins", cri_name, "containerd"], scoped)
+    if needs_import:
         imports = main_doc.get("imports")
         pattern = os.path.join(os.path.dirname(drop_in_path), "*.toml")
         if imports is None:
@@ -332,10 +406,10 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
             imports.append(pattern)
         else:
             raise ConfigError("%s: 'imports' must be a list of paths, found %r" % (config_path, plain(imports)))
-    new_main = settled(config_path, main_text, dump_toml(main_doc))
+    new_main = main_file.render()
 
     # Load order with the drop-in in its place: main, then imported files sorted per pattern.
-    order = _import_files(plain(main_doc).get("imports"), base_dir,
+    order = _import_files(plain(main_doc.get("imports")), base_dir,
                           lambda p: sorted(set(globber(p)) | ({drop_in_path} if _glob_matches(p, drop_in_path) else set())))
     position = order.index(drop_in_path) if drop_in_path in order else len(order)
     before_files, after_files = order[:position], order[position + 1:]
@@ -343,11 +417,12 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
     effective = main_plain
     cri_overridden = False
     for path in before_files:
-        data = plain(parse_toml(reader(path), path))
+        data = load_plain(reader(path), path)
+        check_shapes(data, version, path)
         cri_overridden = cri_overridden or cri_name in (data.get("plugins") or {})
         effective = _merge_imported(version, effective, data)
     for path in after_files:
-        data = plain(parse_toml(reader(path), path))
+        data = load_plain(reader(path), path)
         if version == 2 and cri_name in (data.get("plugins") or {}):
             warnings.append("%s is imported after %s and replaces its whole %s section (containerd 1.x), "
                             "so the NVIDIA runtime is not used; rename it to sort before %s."
@@ -373,6 +448,7 @@ def plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", 
         else:
             drop_in_text_for_edit = drop_in_text
         doc = _with_version_first(drop_in_text_for_edit, version, drop_in_path)
+        opts.default_elsewhere = True
         _configure_cri(doc, version, effective_cri, opts)
     edits = [FileEdit(config_path, main_text, new_main),
              FileEdit(drop_in_path, drop_in_text, settled(drop_in_path, drop_in_text, dump_toml(doc)))]

@@ -23,10 +23,12 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     NVIDIA_RUNTIME_NAME,
     ConfigError,
     FileEdit,
+    check_tables,
     Plan,
     deep_merge,
     dump_toml,
     ensure_path,
+    load_plain,
     lookup,
     parse_toml,
     plain,
@@ -51,13 +53,16 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=NVIDIA_RUNTIME_NAM
     drop_in_text = reader(drop_in_path)
     doc = parse_toml(drop_in_text if (drop_in_text or "").strip() else DROP_IN_HEADER, drop_in_path)
 
+    check_tables(plain(doc), ["crio", "runtime", "runtimes", runtime_name], drop_in_path)
     # What CRI-O sees before our file: the main config, then the drop-ins that sort first.
-    effective = plain(parse_toml(reader(config_path), config_path))
+    effective = load_plain(reader(config_path), config_path)
+    check_tables(effective, ["crio", "runtime", "runtimes"], config_path)
     warnings = []
     for path in sorted(globber(os.path.join(os.path.dirname(drop_in_path), "*"))):
         if path == drop_in_path or os.path.isdir(path):
             continue
-        data = plain(parse_toml(reader(path), path))
+        data = load_plain(reader(path), path)
+        check_tables(data, ["crio", "runtime", "runtimes"], path)
         if os.path.basename(path) < os.path.basename(drop_in_path):
             effective = deep_merge(effective, data)
         elif set_as_default and lookup(data, ["crio", "runtime", "default_runtime"]) not in (None, runtime_name):
@@ -82,5 +87,7 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=NVIDIA_RUNTIME_NAM
             set_value(table, key, value)
     if set_as_default:
         set_value(ensure_path(doc, ["crio", "runtime"]), "default_runtime", runtime_name)
+    elif lookup(doc, ["crio", "runtime", "default_runtime"]) == runtime_name:
+        del doc["crio"]["runtime"]["default_runtime"]  # like nvidia-ctk: back to CRI-O's own default
     after = settled(drop_in_path, drop_in_text, dump_toml(doc))
     return Plan("crio", [FileEdit(drop_in_path, drop_in_text, after)], warnings=warnings)

@@ -63,14 +63,15 @@ def plan_docker(config_path="/etc/docker/daemon.json", runtime_name=NVIDIA_RUNTI
     current = load_daemon_json(text, config_path)
     wanted = copy.deepcopy(current)
     runtimes = _object(wanted, "runtimes", config_path)
-    entry = runtimes.get(runtime_name)
-    if not isinstance(entry, dict):
-        entry = runtimes[runtime_name] = OrderedDict()
-    entry["path"] = runtime_path
-    if not isinstance(entry.get("args"), list):
-        entry["args"] = []
+    # The entry nvidia-ctk writes, whole: a file that it (the toolkit's installer, the
+    # GPU Operator) and this module both manage never flips between two versions.
+    # dockerd reads runtime arguments from "runtimeArgs" and ignores "args"; the NVIDIA
+    # runtime takes its settings from /etc/nvidia-container-runtime/config.toml.
+    runtimes[runtime_name] = OrderedDict([("path", runtime_path), ("args", [])])
     if set_as_default:
         wanted["default-runtime"] = runtime_name
+    elif wanted.get("default-runtime") == runtime_name:
+        del wanted["default-runtime"]  # like nvidia-ctk: the default moves back to dockerd's runc
     if enable_cdi:
         _object(wanted, "features", config_path)["cdi"] = True
     if wanted == current and text is not None:

@@ -18,10 +18,11 @@ description:
   - Adds the C(nvidia) runtime to a container engine the way C(nvidia-ctk runtime configure) does, natively in
     Python, so it works before the NVIDIA Container Toolkit is installed and shows a real diff in check mode.
   - B(containerd) config version 2 (containerd 1.6/1.7, plugin C(io.containerd.grpc.v1.cri)) and version 3
-    (containerd 2.x, plugin C(io.containerd.cri.v1.runtime)). The runtime gets C(runtime_type =
-    "io.containerd.runc.v2"), the options of the existing runc (or default) runtime, C(SystemdCgroup) above all,
-    and C(BinaryName) set to O(nvidia_runtime_path). Every other runtime, setting and comment is kept.
-    A config that another tool rewrote gets the runtime back on the next run.
+    (containerd 2.x, plugin C(io.containerd.cri.v1.runtime)). Like C(nvidia-ctk), the runtime copies the
+    default runtime (or C(runc), then C(crun); a default whose name starts with C(nvidia) is skipped), with
+    its C(runtime_type) (C(io.containerd.runc.v2) only where that is empty), its settings and its options,
+    C(SystemdCgroup) above all, with C(BinaryName) set to O(nvidia_runtime_path). Every other runtime, setting
+    and comment is kept. A config that another tool rewrote gets the runtime back on the next run.
   - A containerd config that names no runtime at all (Debian's packaged one) runs containerd's built-in C(runc);
     naming only C(nvidia) would replace it, so the built-in runtimes (from C(containerd config default)) are
     written out first.
@@ -75,17 +76,27 @@ options:
     choices: [auto, '2', '3']
     default: auto
   runtime_name:
-    description: The name of the runtime in the engine's config.
+    description:
+      - The name of the runtime in the engine's config.
+      - 1 to 63 letters, digits, C(-) or C(_), starting and ending with a letter or digit; it becomes a config
+        table key, a docker runtime name and a Kubernetes RuntimeClass handler. Anything else fails, changing
+        nothing.
     type: str
     default: nvidia
   nvidia_runtime_path:
-    description: The NVIDIA Container Runtime executable (an absolute path for containerd and CRI-O).
+    description:
+      - The NVIDIA Container Runtime executable.
+      - An absolute path without whitespace, quotes, backslashes or control characters; anything else fails,
+        changing nothing.
     type: path
     default: /usr/bin/nvidia-container-runtime
   set_as_default:
     description:
       - Make the NVIDIA runtime the engine's default runtime.
-      - V(false) leaves the current default runtime as it is.
+      - V(false) removes a default that names the NVIDIA runtime, like C(nvidia-ctk) does, so the default moves
+        back; containerd then uses its built-in default C(runc) (a version 3 drop-in, which cannot remove what the
+        main config sets, names C(runc)); docker and CRI-O use their own default (C(runc), C(crun)).
+        Any other default runtime is left as it is.
     type: bool
     default: false
   enable_cdi:
@@ -145,6 +156,21 @@ attributes:
     support: full
     platforms: posix
 notes:
+  - "Deliberate differences from C(nvidia-ctk runtime configure): a containerd config that names no runtime gets
+    the built-in runtimes (from C(containerd config default), whose own C(version) tells the CRI plugin to read)
+    written out next to C(nvidia), because a version 2 config that names only C(nvidia) has no C(runc) and
+    containerd 1.7 then refuses it; C(nvidia-ctk) writes C(nvidia) alone. The runtime gets no
+    C(runtime_engine)/C(runtime_root) keys of its own, which C(nvidia-ctk) adds empty when there is nothing to
+    copy."
+  - "docker: C(runtimes.nvidia) is written whole as C({\"path\": ..., \"args\": []}), as C(nvidia-ctk) writes it,
+    so a host where both manage C(daemon.json) (the toolkit's installer, the GPU Operator) does not flip between
+    two versions; other keys of that entry are dropped. dockerd ignores C(args) (its key is C(runtimeArgs)),
+    and the NVIDIA runtime reads its settings from C(/etc/nvidia-container-runtime/config.toml), not arguments."
+  - A symlinked config file is written through to the link's target (like M(ansible.builtin.copy) with
+    C(follow=yes)); the target keeps its mode, owner and SELinux context.
+  - Large containerd configs are read once with the standard library's C(tomllib) (or C(tomli)), and only the
+    CRI runtime tables go through tomlkit; without either parser the whole file goes through tomlkit, which
+    takes about half a minute per MB.
   - Restart the container engine after a change (see RV(restart_required)); the gpuops.platform.container_toolkit
     role does it with a handler.
   - C(enable_cdi) needs containerd 1.7 or later; containerd 2.x enables CDI by default.
@@ -270,9 +296,6 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     HAS_TOMLKIT,
     TOMLKIT_IMPORT_ERROR,
     ConfigError,
-    lookup,
-    parse_toml,
-    plain,
     read_text,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_cdi import (
@@ -284,7 +307,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_
     driver_version_from,
 )
 from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
-    CRI_PLUGINS,
+    builtin_runtimes_from_default,
     config_version_for,
     plan_containerd,
 )
@@ -311,6 +334,38 @@ ARGUMENT_SPEC = dict(
     )),
     backup=dict(type="bool", default=False),
 )
+
+
+# A runtime name becomes a TOML table key, a docker runtime name and a Kubernetes
+# RuntimeClass handler (a DNS label): letters, digits, '-' and '_' only.
+RUNTIME_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\Z")
+# What may be in a path written into a config: no whitespace, quotes, backslashes or control characters.
+SAFE_PATH = re.compile(r'^/[^\s"\'\\\x00-\x1f\x7f]*\Z')
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+DRIVER_VERSION = re.compile(r"^\d+(?:\.\d+){1,3}\Z")
+
+
+def _check_values(params):
+    """Values that would reach a config, a table key or a command line: an error before anything is read."""
+    name = params["runtime_name"]
+    if not RUNTIME_NAME.match(name or ""):
+        return ("runtime_name %r is not valid: use 1 to 63 letters, digits, '-' or '_', starting and ending with a "
+                "letter or digit (it becomes a config table key, a docker runtime name and a Kubernetes "
+                "RuntimeClass handler). Nothing was changed." % (name,))
+    path = params["nvidia_runtime_path"]
+    if not SAFE_PATH.match(path or ""):
+        return ("nvidia_runtime_path %r is not valid: give the absolute path of the NVIDIA Container Runtime, "
+                "without whitespace, quotes, backslashes or control characters. Nothing was changed." % (path,))
+    for option, value in (("config_path", params["config_path"]), ("drop_in_path", params["drop_in_path"]),
+                          ("cdi.output", params["cdi"]["output"]),
+                          ("cdi.nvidia_ctk_path", params["cdi"]["nvidia_ctk_path"])):
+        if value and CONTROL.search(value):
+            return "%s %r contains a control character; give a plain path. Nothing was changed." % (option, value)
+    version = params["cdi"]["driver_version"]
+    if version and not DRIVER_VERSION.match(version):
+        return ("cdi.driver_version %r is not a driver version such as 570.172.08. Nothing was changed."
+                % (version,))
+    return None
 
 
 def _check_options(params):
@@ -349,18 +404,12 @@ def _containerd_version(module, config_path):
 
 def _builtin_runtimes(module):
     """containerd's built-in runtimes (from ``containerd config default``), read only when a config names none."""
-    def load(version):
+    def load(_version):
         binary = module.get_bin_path("containerd")
         if not binary:
             return None
         rc, out, _err = module.run_command([binary, "config", "default"])
-        if rc != 0:
-            return None
-        try:
-            default = plain(parse_toml(out, "`containerd config default`"))
-        except ConfigError:
-            return None
-        return lookup(default, ["plugins", CRI_PLUGINS[version], "containerd", "runtimes"])
+        return builtin_runtimes_from_default(out) if rc == 0 else None
     return load
 
 
@@ -384,16 +433,33 @@ def build_plan(module):
     return plan_docker(config_path, enable_cdi=params["enable_cdi"], **common)
 
 
+def write_target(path):
+    """The file a write of ``path`` goes to: through a symlink to its target, like copy's ``follow=yes``.
+
+    Replacing the link by a regular file would leave its target (the file the
+    engine may really read, for example from a config management checkout) stale.
+    """
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
 def write_file(module, path, text):
-    """Write ``text`` to ``path`` atomically; an existing file keeps its mode and owner."""
-    directory = os.path.dirname(path)
+    """Write ``text`` to ``path`` (through a symlink) atomically.
+
+    ``module.atomic_move`` gives an existing file's mode, owner and SELinux
+    context to the new content; a new file gets the default mode for the umask.
+    """
+    target = write_target(path)
+    directory = os.path.dirname(target)
     if not os.path.isdir(directory):
+        if target != path:
+            raise ConfigError("%s is a symlink to %s, whose directory does not exist; fix the link and run again"
+                              % (path, target))
         os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(target))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(to_bytes(text))
-        module.atomic_move(tmp, path)
+        module.atomic_move(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -440,7 +506,8 @@ def handle_cdi(module):
     if module.check_mode:
         result.update(state="would_generate", changed=True)
         return result
-    directory = os.path.dirname(output)
+    target = write_target(output)
+    directory = os.path.dirname(target)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".nvidia-cdi.", suffix=os.path.splitext(output)[1])
@@ -457,7 +524,7 @@ def handle_cdi(module):
             result.update(state="current", reason="%s; the generated spec is identical" % reason)
             return result
         os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, output)
+        module.atomic_move(tmp, target)
         result.update(state="generated", changed=True)
     finally:
         if os.path.exists(tmp):
@@ -468,7 +535,11 @@ def handle_cdi(module):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    conflict = _check_options(params)
+    conflict = _check_values(params) or _check_options(params)
+    for option in ("config_path", "drop_in_path"):
+        if not conflict and params[option] and os.path.isdir(params[option]):
+            conflict = ("%s %s is a directory; give the path of the file. Nothing was changed."
+                        % (option, params[option]))
     if conflict:
         module.fail_json(msg=conflict)
     if params["runtime"] in ("containerd", "crio") and not HAS_TOMLKIT:
@@ -498,10 +569,10 @@ def main():
         # The drop-in first, then the config that imports it: never an import of a missing file.
         for edit in reversed(edits):
             if params["backup"] and edit.before is not None:
-                backups[edit.path] = module.backup_local(edit.path)
+                backups[edit.path] = module.backup_local(write_target(edit.path))
             try:
                 write_file(module, edit.path, edit.after)
-            except (IOError, OSError) as exc:
+            except (IOError, OSError, ConfigError) as exc:
                 module.fail_json(msg="cannot write %s: %s" % (edit.path, to_native(exc)), **result)
         if backups:
             result["backup_files"] = backups

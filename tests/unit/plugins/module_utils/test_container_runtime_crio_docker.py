@@ -112,11 +112,16 @@ class TestDocker:
                             '            "path": "/usr/bin/nvidia-container-runtime",\n' \
                             '            "args": []\n        }\n    }\n}\n'
 
-    def test_existing_nvidia_entry_is_corrected(self, tmp_path):
-        path = place(tmp_path, "daemon.json",
-                     '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": ["--debug"]}}}')
+    @pytest.mark.parametrize("entry", [
+        '{"path": "nvidia-container-runtime", "runtimeArgs": ["--debug"]}',
+        '{"path": "/usr/bin/nvidia-container-runtime", "args": ["--debug"]}',
+        '"/usr/bin/nvidia-container-runtime"',
+    ])
+    def test_existing_nvidia_entry_is_replaced_like_nvidia_ctk_does(self, tmp_path, entry):
+        """nvidia-ctk writes {"path": ..., "args": []} whole (pkg/config/engine/docker AddRuntime)."""
+        path = place(tmp_path, "daemon.json", '{"runtimes": {"nvidia": %s, "runsc": {"path": "/usr/bin/runsc"}}}' % entry)
         data = json.loads(plan_docker(path).edits[0].after)
-        assert data["runtimes"]["nvidia"] == {"path": NVIDIA_BIN, "runtimeArgs": ["--debug"], "args": []}
+        assert data["runtimes"] == {"nvidia": {"path": NVIDIA_BIN, "args": []}, "runsc": {"path": "/usr/bin/runsc"}}
 
     @pytest.mark.parametrize("text, message", [
         ("[]", "must hold a JSON object, found a list"),
@@ -131,3 +136,22 @@ class TestDocker:
         with pytest.raises(ConfigError, match=message):
             plan_docker(path, enable_cdi=True)
         assert open(path).read() == text
+
+
+class TestSetAsDefaultOff:
+    """nvidia-ctk's RemoveRuntime: a default naming the NVIDIA runtime goes, any other stays."""
+
+    @pytest.mark.parametrize("default, kept", [("nvidia", False), ("runsc", True)])
+    def test_docker(self, tmp_path, default, kept):
+        path = place(tmp_path, "daemon.json", '{"default-runtime": "%s", "runtimes": {"nvidia": '
+                     '{"path": "/usr/bin/nvidia-container-runtime", "args": []}}}' % default)
+        data = json.loads(plan_docker(path, set_as_default=False).edits[0].after)
+        assert ("default-runtime" in data) is kept
+
+    @pytest.mark.parametrize("default, kept", [("nvidia", False), ("crun", True)])
+    def test_crio_drop_in(self, tmp_path, default, kept):
+        config = place(tmp_path, "etc/crio/crio.conf", "")
+        place(tmp_path, "etc/crio/crio.conf.d/99-nvidia.toml",
+              '[crio.runtime]\ndefault_runtime = "%s"\n' % default)
+        after = plan_crio(config, set_as_default=False).edits[0].after
+        assert ("default_runtime" in load_toml(after)["crio"]["runtime"]) is kept

@@ -39,13 +39,14 @@ def failed(args, **kwargs):
 
 
 def tree(root):
-    """Every file under ``root`` with its bytes, mode and mtime."""
+    """Every file under ``root`` with its bytes (a link: its target), mode, owner and mtime (not followed)."""
     found = {}
     for dirpath, _dirs, files in os.walk(str(root)):
         for name in files:
             path = os.path.join(dirpath, name)
-            info = os.stat(path)
-            found[path] = (Path(path).read_bytes(), info.st_mode, info.st_mtime_ns)
+            info = os.lstat(path)
+            content = os.readlink(path) if stat.S_ISLNK(info.st_mode) else Path(path).read_bytes()
+            found[path] = (content, info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns)
     return found
 
 
