@@ -32,7 +32,7 @@ def series(metric, labels, values):
 
 
 def alert(name, labels, summary, description, **extra_labels):
-    out = {k: v for k, v in labels.items()}
+    out = dict(labels)
     out.update(extra_labels)
     return {"exp_labels": out, "exp_annotations": {"summary": summary, "description": description,
                                                    "runbook_url": RUNBOOK + name.lower()}}
@@ -202,7 +202,7 @@ def test_every_alert_has_a_firing_and_a_quiet_case():
     rules = {"GPUXidError", "GPUUncorrectableECCError", "GPURowRemapFailure", "GPURowRemapPending", "GPUTemperatureHigh",
              "GPUMemoryTemperatureHigh", "GPUPowerThrottling", "GPUThermalThrottling", "GPUFellOffTheBus",
              "GPUNodeMetricsAbsent", "GPUAllocatedIdle", "DCGMExporterDown"}
-    checks = [c for _, alerts, _ in cases.values() for c in alerts]
+    checks = [c for case in cases.values() for c in case[1]]
     assert {c["alertname"] for c in checks if c["exp_alerts"]} == rules
     # Quiet: an evaluation that expects nothing, or inputs that fire for some GPUs and not for others.
     quiet = {c["alertname"] for c in checks if not c["exp_alerts"]} | {"GPUXidError"}
@@ -222,11 +222,11 @@ def test_promtool_unit_tests_fire_exactly_the_expected_alerts(rules_file):
 
 def test_promtool_catches_a_wrong_expectation(rules_file):
     # The harness itself can fail: an alert expected where none fires.
-    inputs, _, _ = _cases()["row-remap"]
+    inputs = _cases()["row-remap"][0]
     test_file = rules_file.parent / "wrong.test.yml"
     test_file.write_text(yaml.safe_dump({"rule_files": [rules_file.name], "evaluation_interval": "1m", "tests": [
         {"interval": "1m", "input_series": inputs,
-         "alert_rule_test": [check("1m", "GPURowRemapFailure", alert("GPURowRemapFailure", gpu(0), "x", "y",
-                                                                      severity="critical"))]}]}))
+         "alert_rule_test": [check("1m", "GPURowRemapFailure",
+                                   alert("GPURowRemapFailure", gpu(0), "x", "y", severity="critical"))]}]}))
     rc, output = _promtool("test", "rules", str(test_file))
     assert rc != 0 and "GPURowRemapFailure" in output, output

@@ -92,11 +92,14 @@ def test_objects_are_valid_kubernetes_or_match_their_upstream_crd(planned, share
         assert kinds.count("PrometheusRule") == 1 and kinds.count("ConfigMap") == 4
 
 
+def _key(obj):
+    return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
 def test_the_render_writes_what_the_plan_built(planned):
     render = planned.data["render"]
     manifests = [d for d in yaml.safe_load_all((render / "85-gpu_monitoring" / "manifests.yaml").read_text()) if d]
-    key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])  # noqa: E731
-    assert sorted(map(key, manifests)) == sorted(map(key, planned.data["objects"]))
+    assert sorted(map(_key, manifests)) == sorted(map(_key, planned.data["objects"]))
     operator = [d for d in yaml.safe_load_all((render / "10-gpu_operator" / "manifests.yaml").read_text()) if d]
     assert [o for o in operator if o["kind"] == "ConfigMap"] == planned.data["monitoring"]["objects"]
     released = sorted(p.name for p in (render / "85-gpu_monitoring" / "helm").glob("*")) if planned.data["releases"] else []
@@ -118,8 +121,8 @@ def test_the_exporter_reads_the_counters_configmap(planned, shared_reference):
     (cm,) = data["monitoring"]["objects"]
     assert dcgm["config"] == {"name": cm["metadata"]["name"]}
     assert cm["metadata"]["namespace"] == "gpu-operator" and list(cm["data"]) == ["dcgm-metrics.csv"]
-    assert dcgm["serviceMonitor"]["additionalLabels"] == planned.extra.get("gpu_monitoring_selector_labels",
-                                                                            {"release": "kube-prometheus-stack"})
+    selector = planned.extra.get("gpu_monitoring_selector_labels", {"release": "kube-prometheus-stack"})
+    assert dcgm["serviceMonitor"]["additionalLabels"] == selector
 
 
 def test_counters_are_the_defaults_plus_what_is_used_and_all_exist(planned, shared_reference):
@@ -142,8 +145,8 @@ def _used_metrics(data):
     """{where: metric names} of every rule, dashboard query and adapter rule."""
     used = {}
     if _of(data, "PrometheusRule"):
-        for rule in _rules(data):
-            used["rule %s" % rule.get("alert") or rule.get("record")] = promql_metrics(rule["expr"])
+        for i, rule in enumerate(_rules(data)):
+            used["rule %d %s" % (i, rule.get("alert") or rule["record"])] = promql_metrics(rule["expr"])
     for name, board in _dashboards(data).items():
         for panel in board["panels"]:
             for target in panel["targets"]:
