@@ -15,7 +15,6 @@ from monitoring_support import counters, plan_monitoring, promql_metrics, refere
 
 pytestmark = pytest.mark.slow
 
-ROLE = Path(__file__).resolve().parents[3] / "roles" / "gpu_monitoring"
 # DCGM fields the collection exports that neither reference list names, with
 # their field id in NVIDIA/DCGM dcgmlib/dcgm_fields.h.
 DCGM_FIELDS_NOT_IN_THE_LISTS = {"DCGM_FI_DEV_ROW_REMAP_PENDING": 396}
@@ -199,7 +198,9 @@ def test_alert_set_thresholds_and_labels_follow_the_variables(planned):
     names = {a["alert"] for a in alerts}
     disabled = set(extra.get("gpu_monitoring_alerts_disabled", []))
     assert len(names) == 12 - len(disabled) and not names & disabled
+    runbooks = (Path(__file__).resolve().parents[3] / "docs" / "runbooks" / "gpu-alerts.md").read_text()
     for a in alerts:
+        assert "\n## %s\n" % a["alert"].lower() in runbooks, "no runbook section for %s" % a["alert"]
         assert a["labels"]["severity"] in ("critical", "warning", "info")
         assert set(a["annotations"]) == {"summary", "description", "runbook_url"}
         assert a["annotations"]["runbook_url"].endswith("#" + a["alert"].lower())
