@@ -8,8 +8,25 @@ cd "$ROOT" || exit 1
 STAGES=(setup lint changelog sanity units integration compat molecule)
 [ $# -gt 0 ] && STAGES=("$@")
 
+# promtool (the suite proves the GPU alert rules with it), from Debian's
+# prometheus package extracted into .cache: installing the package would add
+# a user and a service the suite does not need.
+promtool_ensure() {
+  local dest="$ROOT/.cache/prometheus" tmp
+  command -v promtool >/dev/null && return 0
+  [ -x "$dest/usr/bin/promtool" ] && return 0
+  tmp=$(mktemp -d)
+  if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+    rm -rf "$tmp"
+    die "cannot download Debian's prometheus package (for promtool); run 'apt-get update' or install prometheus"
+  fi
+  mkdir -p "$dest" && dpkg-deb -x "$tmp"/prometheus_*.deb "$dest"
+  rm -rf "$tmp"
+}
+
 stage_setup() {
   apt_ensure git podman runc debootstrap dpkg-dev uidmap fuse-overlayfs slirp4netns shellcheck chromium
+  promtool_ensure
   bash scripts/bootstrap.sh
 }
 stage_lint() { ansible-lint --profile production --offline; }
