@@ -200,7 +200,7 @@ def main():
             parent = None
         meta = (parent or {}).get("metadata") or {}
         tooling = (meta.get("annotations") or {}).get(aset.TOOLING_ANNOTATION)
-        if parent and tooling and tooling.split("/")[0] != aset.TOOLING.split("/")[0]:
+        if parent and tooling and tooling.split("/", maxsplit=1)[0] != aset.TOOLING.split("/", maxsplit=1)[0]:
             module.fail_json(msg="Secret %s/%s is the parent of an ApplySet of %s, not of this collection: choose another "
                                  "gpuops_k8s_applyset_namespace." % (params["namespace"], params["name"], tooling))
         recorded = aset.parse_group_kinds((meta.get("annotations") or {}).get(aset.GROUP_KINDS_ANNOTATION))

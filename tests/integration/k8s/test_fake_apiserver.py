@@ -131,7 +131,9 @@ def test_list_by_label_selector_and_delete(api):
     for name, labels in (("a", {"part": "x"}), ("b", {"part": "y"}), ("c", {})):
         api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
     api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "in-a", "namespace": "a"}})
-    names = lambda **q: [o["metadata"]["name"] for o in call(api, "GET", "/api/v1/namespaces", **q)[1]["items"]]
+    def names(**query):
+        return [o["metadata"]["name"] for o in call(api, "GET", "/api/v1/namespaces", **query)[1]["items"]]
+
     assert names(labelSelector="part=x") == ["a"]
     assert names(labelSelector="part!=x") == ["b", "c"]
     assert names(labelSelector="part") == ["a", "b"]

@@ -25,9 +25,9 @@ def recorded(state):
             json.loads((FIXTURES / ("%s.status.json" % state)).read_text()))
 
 
-def decide(state, recover=True, wanted=WANTED):
+def decide(state, recover=True, wanted=None):
     history, status = recorded(state)
-    return f.k8s_helm_decide(wanted, history, status, recover)
+    return f.k8s_helm_decide(wanted or WANTED, history, status, recover)
 
 
 @pytest.mark.parametrize("state, recover, rollback_to, action", [
