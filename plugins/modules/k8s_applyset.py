@@ -126,6 +126,8 @@ from ansible_collections.gpuops.platform.plugins.module_utils import k8s_applyse
 
 try:
     from kubernetes.dynamic.exceptions import NotFoundError
+    # kubernetes.core's discoverer wraps *List kinds in its own class, not kubernetes.dynamic's.
+    from ansible_collections.kubernetes.core.plugins.module_utils.client.resource import ResourceList
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
     HAS_K8S = True
     K8S_ERROR = None
@@ -150,10 +152,15 @@ class _Module(object):
         self._module.fail_json(**kwargs)
 
 
+def _listable(resource):
+    """A resource that can be listed: not a subresource, not discovery's own *List wrapper."""
+    return not isinstance(resource, ResourceList) and not getattr(resource, "subresource", None) \
+        and "list" in (getattr(resource, "verbs", None) or [])
+
+
 def _resource(client, group_kind):
     kind, dummy, group = group_kind.partition(".")
-    found = [r for r in client.resources.search(kind=kind, group=group) if not getattr(r, "subresource", None)
-             and "list" in (getattr(r, "verbs", None) or ["list"])]
+    found = [r for r in client.resources.search(kind=kind, group=group) if _listable(r)]
     preferred = [r for r in found if getattr(r, "preferred", False)]
     return (preferred or found or [None])[0]
 
@@ -224,8 +231,7 @@ def main():
                 ns = obj["metadata"]["name"]
                 foreign = []
                 for res in client.resources.search(namespaced=True):
-                    if getattr(res, "subresource", None) or "list" not in (getattr(res, "verbs", None) or []) \
-                            or isinstance(getattr(res, "kind", None), type(None)):
+                    if not _listable(res):
                         continue
                     items = [dict(o, apiVersion=o.get("apiVersion") or res.group_version, kind=o.get("kind") or res.kind)
                              for o in _items(res.get(namespace=ns))]
