@@ -70,8 +70,8 @@ def main():
                                                  or re.match(r"^/api/v1/?$|^/apis/[^/]+/[^/]+/?$", path))
                 verbs["discovery" if discovery else method] += 1
             rows.append((elapsed, result.tasks, len(api.requests), dict(verbs)))
-            print("run %d: %.1f s, %d tasks, %d API calls %s" % (i + 1, elapsed, result.tasks, len(api.requests),
-                                                                  dict(sorted(verbs.items()))))
+            print("run %d: %.1f s, %d tasks, %d API calls %s" % (
+                i + 1, elapsed, result.tasks, len(api.requests), dict(sorted(verbs.items()))))
     print("median: %.1f s, %d tasks, %d API calls (collection from %s)" % (
         statistics.median(r[0] for r in rows), rows[-1][1], rows[-1][2], args.collection_tree))
 

@@ -131,6 +131,7 @@ def test_list_by_label_selector_and_delete(api):
     for name, labels in (("a", {"part": "x"}), ("b", {"part": "y"}), ("c", {})):
         api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
     api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "in-a", "namespace": "a"}})
+
     def names(**query):
         return [o["metadata"]["name"] for o in call(api, "GET", "/api/v1/namespaces", **query)[1]["items"]]
 
