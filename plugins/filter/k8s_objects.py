@@ -279,8 +279,9 @@ def k8s_stats_lines(stats):
     stats = stats or {}
     layers = sorted(stats.get("layers") or [], key=lambda l: (l.get("order", 0), l.get("name", "")))
     rendered = stats.get("mode") == "render"
+    check = bool(stats.get("check"))
     head = "Kubernetes GPU stack %s: %d layers, %d objects, %d Helm releases" % (
-        "rendered into %s" % stats.get("render_dir") if rendered else "applied",
+        "rendered into %s" % stats.get("render_dir") if rendered else "planned (check mode)" if check else "applied",
         len(layers), int(stats.get("objects") or 0), int(stats.get("releases") or 0))
     lines = [head]
     for layer in layers:
@@ -288,7 +289,12 @@ def k8s_stats_lines(stats):
         if layer.get("releases"):
             line += ", releases %s" % ", ".join(layer["releases"])
         if not rendered:
-            line += ", changed" if layer.get("changed") else ", unchanged"
+            line += (", changes planned" if check else ", changed") if layer.get("changed") else ", unchanged"
+            if layer.get("pruned"):
+                line += ", %s %d (%s)" % ("prune planned" if check else "pruned", len(layer["pruned"]),
+                                          ", ".join(layer["pruned"]))
+            if layer.get("kept"):
+                line += ", kept %d no longer planned (%s)" % (len(layer["kept"]), "; ".join(layer["kept"]))
         lines.append(line)
     return lines
 

@@ -1,16 +1,32 @@
 """A small in-memory Kubernetes API server for the apply path of cluster.yml.
 
-It speaks the parts of the API that kubernetes.core uses here: discovery
-(/version, /api, /apis), GET of objects and lists, server-side apply (PATCH
-with application/apply-patch+yaml and a required fieldManager), merge patches
-(k8s_taint), and dry runs (dryRun=All stores nothing), answering 404 with a
-Status object like the real server. Every request is recorded so tests can
-count API calls and check what was sent. It is not a validating server:
-schemas are checked by the render tests.
+It speaks the parts of the API that kubernetes.core and the collection use:
+discovery (/version, /api, /apis), GET of objects and lists (with equality
+label selectors), DELETE (a namespace takes its objects with it), merge
+patches (k8s_taint) and server-side apply, with dry runs (dryRun=All stores
+nothing), answering errors with a Status object like the real server. Every
+request is recorded so tests can count API calls and check what was sent.
+
+Server-side apply follows the Kubernetes documentation
+(https://kubernetes.io/docs/reference/using-api/server-side-apply/):
+- every field is owned by the managers that set it, shown in
+  metadata.managedFields (operation Apply or Update, fieldsType FieldsV1);
+- an apply that changes a field another manager owns fails with 409 Conflict
+  (reason Conflict, one cause per field) unless force=true, which moves the
+  ownership to the applier; an apply of the same value shares ownership;
+- a field that a manager applied before and no longer applies is removed,
+  unless another manager owns it;
+- an update (merge patch) takes ownership of the fields it sets, without
+  conflicts; lists are atomic, status is a subresource (ignored on apply);
+- a CustomResourceDefinition's kind is served (discovery, requests) only once
+  the CRD is Established, `crd_delay` seconds after it is created;
+- a namespaced object in a missing namespace, or an unknown kind, is 404.
+It is not a validating server: schemas are checked by the render tests.
 """
 import copy
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -37,6 +53,61 @@ def _drop_nulls(value):
     return value
 
 
+IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
+SERVER_METADATA = {"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "deletionTimestamp"}
+MISSING = object()
+
+
+def _leaves(obj, prefix=()):
+    """Field paths an object sets: maps are walked, lists and scalars are leaves (atomic)."""
+    out = set()
+    for key, value in (obj or {}).items():
+        path = prefix + (key,)
+        if path == ("status",) or path in IDENTITY or (prefix == ("metadata",) and key in SERVER_METADATA):
+            continue
+        if isinstance(value, dict) and value:
+            out |= _leaves(value, path)
+        elif value is not None:
+            out.add(path)
+    return out
+
+
+def _at(obj, path):
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return MISSING
+        obj = obj[key]
+    return obj
+
+
+def _remove(obj, path):
+    parents = [obj]
+    for key in path[:-1]:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+        if not isinstance(obj, dict):
+            return
+        parents.append(obj)
+    obj.pop(path[-1], None)
+    # Maps left empty by the removal go too (not metadata itself).
+    for depth in range(len(path) - 1, 0, -1):
+        if not parents[depth] and path[:depth] != ("metadata",):
+            parents[depth - 1].pop(path[depth - 1], None)
+
+
+def _overlap(a, b):
+    short = min(len(a), len(b))
+    return a[:short] == b[:short]
+
+
+def _fields_v1(paths):
+    tree = {}
+    for path in sorted(paths):
+        node = tree
+        for key in path:
+            node = node.setdefault("f:%s" % key, {})
+    return tree
+
+
 def _merge(base, patch):
     """Maps merge key by key; lists and scalars are replaced (enough for these objects)."""
     out = copy.deepcopy(base)
@@ -50,12 +121,34 @@ def _merge(base, patch):
     return out
 
 
+def _selector(text):
+    """Equality-based label selector (`a=b,c!=d,e`, `!f`), as the API's list documents it."""
+    terms = []
+    for term in [t.strip() for t in text.split(",") if t.strip()]:
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            terms.append(lambda labels, k=key.strip(), v=value.strip(): labels.get(k) != v)
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            terms.append(lambda labels, k=key.strip(), v=value.strip(): labels.get(k) == v)
+        elif term.startswith("!"):
+            terms.append(lambda labels, k=term[1:].strip(): k not in labels)
+        else:
+            terms.append(lambda labels, k=term: k in labels)
+    return lambda labels: all(t(labels) for t in terms)
+
+
 class FakeAPIServer:
     def __init__(self, version="1.34"):
         self.version = version
         self.objects = {}          # (group_version, plural, namespace, name) -> object
         self.requests = []         # (method, path, query, content_type)
         self.field_managers = set()
+        self.managed = {}          # object key -> {manager: {"operation", "apiVersion", "fields": set of paths}}
+        self.crd_delay = 0.0       # seconds from a CRD's creation to Established
+        self._crds = {}            # CRD name -> (due time, CRD object) until Established
+        self.served = {}           # group/version -> [(plural, Kind, namespaced)] served by established CRDs
+        self.authorizations = set()  # Authorization headers seen, to prove a credential arrived
         self._rv = 1
         self._lock = threading.Lock()
         server = self
@@ -78,6 +171,9 @@ class FakeAPIServer:
             def do_PATCH(self):  # noqa: N802
                 server.handle(self, "PATCH")
 
+            def do_DELETE(self):  # noqa: N802
+                server.handle(self, "DELETE")
+
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -91,11 +187,21 @@ class FakeAPIServer:
         self.httpd.server_close()
 
     # --- helpers for tests -------------------------------------------------
-    def add(self, obj):
-        gv, plural, ns, name = self._key_for(obj)
+    def add(self, obj, manager=None):
+        """Store an object as is; with ``manager``, that manager owns all its fields (operation Update)."""
+        key = self._key_for(obj)
         obj = copy.deepcopy(obj)
         obj.setdefault("metadata", {}).setdefault("resourceVersion", str(self._next_rv()))
-        self.objects[(gv, plural, ns, name)] = obj
+        self.objects[key] = obj
+        if manager:
+            self.managed[key] = {manager: {"operation": "Update", "apiVersion": key[0], "fields": _leaves(obj)}}
+
+    def owners(self, kind, name, namespace=""):
+        """{manager: set of dotted field paths} of an object."""
+        for key, obj in self.objects.items():
+            if obj.get("kind") == kind and key[3] == name and key[2] == (namespace or ""):
+                return dict((m, set(".".join(p) for p in e["fields"])) for m, e in self.managed.get(key, {}).items())
+        return None
 
     def get(self, kind, name, namespace=""):
         for (gv, plural, ns, n), obj in self.objects.items():
@@ -111,9 +217,48 @@ class FakeAPIServer:
         self._rv += 1
         return self._rv
 
+    def _resources(self, gv):
+        return list(RESOURCES.get(gv, [])) + list(self.served.get(gv, []))
+
+    def _settle(self):
+        """CRDs whose time has come become Established and their kind served."""
+        now = time.monotonic()
+        for name, (due, crd) in list(self._crds.items()):
+            if due > now:
+                continue
+            del self._crds[name]
+            key = ("apiextensions.k8s.io/v1", "customresourcedefinitions", "", name)
+            if key not in self.objects:
+                continue
+            stored = self.objects[key]
+            stored["status"] = {"conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts"},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
+                "acceptedNames": stored["spec"]["names"]}
+            stored["metadata"]["resourceVersion"] = str(self._next_rv())
+            spec = stored["spec"]
+            for version in spec.get("versions", []):
+                if version.get("served", True):
+                    kinds = self.served.setdefault("%s/%s" % (spec["group"], version["name"]), [])
+                    entry = (spec["names"]["plural"], spec["names"]["kind"], spec.get("scope") == "Namespaced")
+                    if entry not in kinds:
+                        kinds.append(entry)
+
+    def _managed_fields(self, key):
+        return [{"manager": m, "operation": e["operation"], "apiVersion": e["apiVersion"],
+                 "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": _fields_v1(e["fields"])}
+                for m, e in sorted(self.managed.get(key, {}).items())]
+
+    def _shown(self, key, obj):
+        obj = copy.deepcopy(obj)
+        fields = self._managed_fields(key)
+        if fields:
+            obj.setdefault("metadata", {})["managedFields"] = fields
+        return obj
+
     def _key_for(self, obj):
         gv = obj["apiVersion"]
-        for plural, kind, namespaced in RESOURCES[gv]:
+        for plural, kind, namespaced in self._resources(gv):
             if kind == obj["kind"]:
                 ns = obj["metadata"].get("namespace", "") if namespaced else ""
                 return gv, plural, ns, obj["metadata"]["name"]
@@ -129,19 +274,20 @@ class FakeAPIServer:
             return 200, {"major": major, "minor": minor, "gitVersion": "v%s.0" % self.version}
         if path == "/api":
             return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        served = sorted(set(RESOURCES) | set(self.served))
         if path == "/apis":
             groups = {}
-            for gv in RESOURCES:
+            for gv in served:
                 if "/" in gv:
                     g, v = gv.split("/")
                     groups.setdefault(g, []).append({"groupVersion": gv, "version": v})
             return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
                 {"name": g, "versions": vs, "preferredVersion": vs[0]} for g, vs in sorted(groups.items())]}
         gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):]
-        if gv in RESOURCES:
+        if gv in served:
             return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
                 {"name": p, "singularName": k.lower(), "namespaced": n, "kind": k, "verbs": VERBS}
-                for p, k, n in RESOURCES[gv]]}
+                for p, k, n in self._resources(gv)]}
         return None
 
     def _parse(self, path):
@@ -157,6 +303,45 @@ class FakeAPIServer:
         name = rest[1] if len(rest) > 1 else None
         return gv, plural, ns, name
 
+    def _conflict(self, conflicts):
+        causes = [{"reason": "FieldManagerConflict", "message": 'conflict with "%s"' % m, "field": "." + ".".join(f)}
+                  for m, f in conflicts]
+        code, body = self._status(409, "Conflict", "Apply failed with %d conflict%s: %s" % (
+            len(conflicts), "" if len(conflicts) == 1 else "s",
+            "; ".join('conflict with "%s": .%s' % (m, ".".join(f)) for m, f in conflicts)))
+        body["details"] = {"causes": causes}
+        return code, body
+
+    def _apply(self, key, existing, config, manager, force):
+        """Server-side apply: (status, body) for a conflict, else (merged object, managers)."""
+        managed = copy.deepcopy(self.managed.get(key, {}))
+        live = copy.deepcopy(existing or {})
+        config = dict((k, v) for k, v in config.items() if k != "status")  # status is a subresource
+        fields = _leaves(config)
+        conflicts = sorted(set((m, f) for m, entry in managed.items() if m != manager
+                               for f in fields for g in entry["fields"]
+                               if _overlap(f, g) and _at(live, f) != _at(config, f)))
+        if conflicts and not force:
+            return self._conflict(conflicts), None
+        for m, f in conflicts:  # force: the applier takes them over
+            managed[m]["fields"] = set(g for g in managed[m]["fields"] if not _overlap(f, g))
+        before = managed.get(manager, {}).get("fields", set())
+        for gone in sorted(before - fields):
+            if not any(_overlap(gone, g) for m, e in managed.items() if m != manager for g in e["fields"]):
+                _remove(live, gone)
+        managed[manager] = {"operation": "Apply", "apiVersion": key[0], "fields": fields}
+        return _merge(live, config), dict((m, e) for m, e in managed.items() if e["fields"])
+
+    def _update(self, key, existing, patch, manager):
+        """Merge patch: the updater takes the fields it sets, no conflicts."""
+        managed = copy.deepcopy(self.managed.get(key, {}))
+        fields = _leaves(patch)
+        for m in managed:
+            managed[m]["fields"] = set(g for g in managed[m]["fields"] if not any(_overlap(f, g) for f in fields))
+        entry = managed.setdefault(manager, {"operation": "Update", "apiVersion": key[0], "fields": set()})
+        entry["fields"] |= fields
+        return _merge(existing, patch), dict((m, e) for m, e in managed.items() if e["fields"])
+
     def handle(self, req, method):
         url = urlparse(req.path)
         query = parse_qs(url.query)
@@ -164,44 +349,71 @@ class FakeAPIServer:
         body = req.rfile.read(length) if length else b""
         ctype = req.headers.get("Content-Type", "")
         with self._lock:
+            self._settle()
+            self.authorizations.add(req.headers.get("Authorization"))
             self.requests.append((method, url.path, query, ctype))
             found = self._discovery(url.path) if method == "GET" else None
             if found:
                 return req._send(*found)
             try:
                 gv, plural, ns, name = self._parse(url.path)
-                kinds = dict((p, (k, n)) for p, k, n in RESOURCES[gv])
+                kinds = dict((p, (k, n)) for p, k, n in self._resources(gv))
                 kind, namespaced = kinds[plural]
             except (KeyError, IndexError):
                 return req._send(*self._status(404, "NotFound", "the server could not find the requested resource"))
             key = (gv, plural, ns, name)
+            dry_run = (query.get("dryRun") or [""])[0] == "All"
             if method == "GET":
                 if name is None:
-                    items = [o for (g, p, n, dummy), o in sorted(self.objects.items()) if g == gv and p == plural
-                             and (not ns or n == ns)]
+                    selector = _selector((query.get("labelSelector") or [""])[0])
+                    items = [self._shown(k, o) for k, o in sorted(self.objects.items())
+                             if k[0] == gv and k[1] == plural and (not ns or k[2] == ns)
+                             and selector((o.get("metadata") or {}).get("labels") or {})]
                     return req._send(200, {"kind": kind + "List", "apiVersion": gv,
                                            "metadata": {"resourceVersion": str(self._rv)}, "items": items})
                 if key not in self.objects:
                     return req._send(*self._status(404, "NotFound", '%s "%s" not found' % (plural, name)))
-                return req._send(200, self.objects[key])
+                return req._send(200, self._shown(key, self.objects[key]))
+            if method == "DELETE":
+                if name is None or key not in self.objects:
+                    return req._send(*self._status(404, "NotFound", '%s "%s" not found' % (plural, name)))
+                gone = self._shown(key, self.objects[key])
+                if not dry_run:
+                    for other in [k for k in self.objects
+                                  if k == key or (plural == "namespaces" and gv == "v1" and k[2] == name)]:
+                        # The namespace controller deletes everything in a deleted namespace.
+                        del self.objects[other]
+                        self.managed.pop(other, None)
+                return req._send(200, gone)
             # PATCH
             if namespaced and ns and ("v1", "namespaces", "", ns) not in self.objects:
                 return req._send(*self._status(404, "NotFound", 'namespaces "%s" not found' % ns))
             patch = json.loads(body or b"{}")
+            existing = self.objects.get(key)
             if "apply-patch" in ctype:
                 manager = (query.get("fieldManager") or [""])[0]
                 if not manager:
                     return req._send(*self._status(400, "BadRequest", "PATCH with apply requires a fieldManager"))
                 self.field_managers.add(manager)
-            elif key not in self.objects:
+                merged, managed = self._apply(key, existing, patch, manager,
+                                              (query.get("force") or [""])[0] == "true")
+                if managed is None:
+                    return req._send(*merged)
+            elif existing is None:
                 return req._send(*self._status(404, "NotFound", '%s "%s" not found' % (plural, name)))
-            existing = self.objects.get(key)
-            merged = _merge(existing or {}, patch)
+            else:
+                merged, managed = self._update(key, existing, patch,
+                                               (query.get("fieldManager") or ["unknown"])[0])
             merged.setdefault("metadata", {})
             if existing is None:
                 merged["metadata"].update(uid="uid-%d" % self._next_rv(), creationTimestamp="2026-01-01T00:00:00Z")
-            if merged != existing:
+            if merged != existing or managed != self.managed.get(key, {}):
                 merged["metadata"]["resourceVersion"] = str(self._next_rv())
-            if (query.get("dryRun") or [""])[0] != "All":
+            if not dry_run:
                 self.objects[key] = merged
-            return req._send(201 if existing is None else 200, merged)
+                self.managed[key] = managed
+                if plural == "customresourcedefinitions" and existing is None:
+                    self._crds[name] = (time.monotonic() + self.crd_delay, merged)
+                    self._settle()
+            return req._send(201 if existing is None else 200, self._shown(key, merged) if dry_run else
+                             self._shown(key, self.objects[key]))

@@ -6,6 +6,12 @@ merged, the allocatable check reads the nodes, a second run changes nothing,
 and check mode writes nothing. The GPU Operator release needs the helm binary
 and a chart, so it is left out here.
 """
+import base64
+import gzip
+import json
+import urllib.error
+import urllib.request
+
 import pytest
 
 from fake_apiserver import FakeAPIServer
@@ -25,10 +31,13 @@ def seed(api, allocatable_a):
         api.add({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
                  "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
                  "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": alloc}}})
+    # Someone labelled gpu-a by hand first: that manager owns the label.
+    api.add(dict(api.get("Node", "gpu-a"), metadata={"name": "gpu-a", "labels": {
+        "kubernetes.io/hostname": "gpu-a", "nvidia.com/device-plugin.config": "default"}}), manager="kubectl-label")
 
 
-def run(tmp_path, api, name, args=(), expect_failure=False, collections=None):
-    return render_cluster(tmp_path / name, extra_vars={
+def run(tmp_path, api, name, args=(), expect_failure=False, collections=None, extra=None):
+    return render_cluster(tmp_path / name, extra_vars=dict({
         "gpuops_k8s_render_dir": "",
         "gpuops_k8s_host": api.url,
         "gpuops_k8s_api_key": TOKEN,
@@ -42,7 +51,7 @@ def run(tmp_path, api, name, args=(), expect_failure=False, collections=None):
         "gpu_tenants_list": TENANTS,
         "gpu_nodes_validate_retries": 1,
         "gpu_nodes_validate_delay": 0,
-    }, nodes=NODES, env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, args=args,
+    }, **(extra or {})), nodes=NODES, env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, args=args,
         expect_failure=expect_failure, collections_path=collections)
 
 
@@ -68,6 +77,10 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == str((gpus * 4 + len(load_facts("l40s")["gpus"])) // 2)
         node = api.get("Node", "gpu-a")
         assert node["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "ts4"
+        # force_conflicts took the label over from the manager that set it first ...
+        owners = api.owners("Node", "gpu-a")
+        assert "metadata.labels.nvidia.com/device-plugin.config" in owners["gpuops-platform"]
+        assert "metadata.labels.nvidia.com/device-plugin.config" not in owners.get("kubectl-label", set())
         assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "gpu-a"
         # Taints merged, not replaced.
         assert {"key": "gpu", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
@@ -75,11 +88,25 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         applies = [r for r in api.writes() if "apply-patch" in r[3]]
         assert len(applies) == len([o for o in api.objects.values() if o["kind"] != "Node"]) + 2
         assert "Kubernetes GPU stack applied" in " ".join(first.output.split())
+        # Clean against the pinned kubernetes.core: nothing deprecated is used.
+        assert "DEPRECATION" not in first.output
 
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
         second = run(tmp_path, api, "second", collections=installed_collection)
         assert "changed=0" in recap(second), recap(second)
         assert {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()} == rv
+
+        # ... and is needed: the same apply without force is a conflict once another manager owns the label.
+        handler = api.objects[("v1", "nodes", "", "gpu-a")]
+        api.add(dict(handler, metadata=dict(handler["metadata"], labels=dict(
+            handler["metadata"]["labels"], **{"nvidia.com/device-plugin.config": "default"}))), manager="kubectl-label")
+        body = json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": "gpu-a", "labels": {"nvidia.com/device-plugin.config": "ts4"}}}).encode()
+        request = urllib.request.Request(api.url + "/api/v1/nodes/gpu-a?fieldManager=gpuops-platform", data=body,
+                                         method="PATCH", headers={"Content-Type": "application/apply-patch+yaml"})
+        with pytest.raises(urllib.error.HTTPError) as conflict:
+            urllib.request.urlopen(request)
+        assert conflict.value.code == 409
 
     with FakeAPIServer() as fresh:
         seed(fresh, str(gpus * 4))
@@ -89,6 +116,7 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert all((r[2].get("dryRun") or ["All"])[0] == "All" for r in fresh.writes()), fresh.writes()
         # Objects in namespaces the run would create cannot be dry-run; they are reported.
         assert "depend on a namespace or CRD that this run would create first" in " ".join(checked.output.split())
+        assert "DEPRECATION" not in checked.output
 
 
 def test_allocatable_that_differs_from_the_facts_fails_naming_the_node(tmp_path, installed_collection):
@@ -98,3 +126,85 @@ def test_allocatable_that_differs_from_the_facts_fails_naming_the_node(tmp_path,
         result = run(tmp_path, api, "mismatch", expect_failure=True, collections=installed_collection)
         flat = " ".join(result.output.split())
         assert "node gpu-a: allocatable nvidia.com/gpu is %d, expected %d" % (gpus, gpus * 4) in flat, result.output[-3000:]
+
+
+def helm_storage(release, values, revision, status, chart_version):
+    """A revision as Helm's secrets driver stores it (see tests/unit/plugins/filter/test_k8s_helm.py)."""
+    doc = {"name": release["name"], "namespace": release["namespace"], "version": revision,
+           "info": {"status": status, "description": "", "first_deployed": "", "last_deployed": ""},
+           "chart": {"metadata": {"name": release["chart"], "version": chart_version, "appVersion": chart_version}},
+           "config": values, "manifest": ""}
+    payload = base64.b64encode(gzip.compress(json.dumps(doc).encode()))
+    return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+            "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (release["name"], revision),
+                         "namespace": release["namespace"],
+                         "labels": {"name": release["name"], "owner": "helm", "status": status, "version": str(revision)}},
+            "data": {"release": base64.b64encode(payload).decode()}}
+
+
+def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(tmp_path, installed_collection):
+    """No helm binary is on PATH here: a run that called helm would fail."""
+    operator = {"gpu_operator_enabled": True, "gpu_operator_wait_ready": False}
+    planned = render_cluster(tmp_path / "render", extra_vars=dict(operator, gpu_sharing_configs=SHARING,
+                                                                  gpu_tenants_list=TENANTS),
+                             nodes=NODES, collections_path=installed_collection).releases["gpu-operator"]
+    release, values = planned["release"], planned["values"]
+    gpus = len(load_facts("hgx-h100")["gpus"])
+    with FakeAPIServer() as api:
+        seed(api, str(gpus * 4))
+        api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": release["namespace"]}})
+        # Deployed as wanted, after an upgrade: the run reads it and calls no helm.
+        api.add(helm_storage(release, values, 1, "superseded", "v0.0.1"))
+        deployed = helm_storage(release, values, 2, "deployed", release["version"])
+        api.add(deployed)
+        result = run(tmp_path, api, "deployed", args=["-v"], collections=installed_collection, extra=operator)
+        lookups = [r for r in api.requests if r[1] == "/api/v1/namespaces/%s/secrets" % release["namespace"]]
+        assert len(lookups) == 1 and lookups[0][2]["labelSelector"] == ["owner=helm,name=gpu-operator"]
+        assert "chart %s and values already deployed" % release["version"] in result.output
+        # Helm's stored release (values included) never reaches the log.
+        assert deployed["data"]["release"][:40] not in result.output
+        assert "Kubernetes GPU stack applied" in " ".join(result.output.split())
+
+        # An upgrade interrupted at revision 3, with recovery off: stop before any change, naming the command.
+        api.add(helm_storage(release, values, 3, "pending-upgrade", release["version"]))
+        failed = run(tmp_path, api, "pending", collections=installed_collection, expect_failure=True,
+                     extra=dict(operator, gpuops_k8s_helm_recover=False))
+        flat = " ".join(failed.output.split())
+        assert "Helm release gpu-operator in namespace gpu-operator is pending-upgrade (revision 3)" in flat
+        assert "`helm rollback gpu-operator 2 --namespace gpu-operator`" in flat
+
+
+PART_OF = "applyset.kubernetes.io/part-of"
+
+
+def test_a_dropped_tenant_is_pruned_a_foreign_object_never_and_check_mode_only_lists(tmp_path, installed_collection):
+    gpus = len(load_facts("hgx-h100")["gpus"])
+    three = TENANTS + [{"name": "team-b", "gpu_share": 0.25}, {"name": "team-c", "gpu_share": 0.25}]
+    with FakeAPIServer() as api:
+        seed(api, str(gpus * 4))
+        run(tmp_path, api, "three", collections=installed_collection, extra={"gpu_tenants_list": three})
+        parent = api.get("Secret", "gpuops-gpu-tenants", "gpuops-system")
+        set_id = parent["metadata"]["labels"]["applyset.kubernetes.io/id"]
+        assert parent["metadata"]["annotations"]["applyset.kubernetes.io/tooling"] == "gpuops.platform/v1"
+        assert "Namespace" in parent["metadata"]["annotations"]["applyset.kubernetes.io/contains-group-kinds"].split(",")
+        assert api.get("ResourceQuota", "gpuops-tenant", "team-b")["metadata"]["labels"][PART_OF] == set_id
+        # A user's own object in team-c: team-c must survive, its tenant objects not.
+        api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "notebooks", "namespace": "team-c"}})
+        before = {k: dict(o) for k, o in api.objects.items()}
+
+        checked = run(tmp_path, api, "check", args=["--check"], collections=installed_collection)
+        assert api.objects == before
+        assert not [r for r in api.requests if r[0] == "DELETE"]
+        flat = " ".join(checked.output.split())
+        assert "ResourceQuota team-b/gpuops-tenant" in flat and "Namespace team-b" in flat
+        assert "planned" in flat
+
+        run(tmp_path, api, "one", collections=installed_collection)
+        assert api.get("Namespace", "team-b") is None
+        assert api.get("ResourceQuota", "gpuops-tenant", "team-b") is None
+        assert api.get("ResourceQuota", "gpuops-tenant", "team-c") is None
+        assert api.get("Namespace", "team-c") is not None, "a namespace with a foreign object was deleted"
+        assert api.get("ConfigMap", "notebooks", "team-c") is not None
+        assert api.get("ResourceQuota", "gpuops-tenant", "team-a") is not None
+        # Nodes are never members, so never pruned.
+        assert api.get("Node", "gpu-a") is not None and PART_OF not in api.get("Node", "gpu-a")["metadata"]["labels"]

@@ -1,0 +1,154 @@
+"""The in-memory API server follows the Kubernetes API where the roles rely on it.
+
+Each behaviour comes from the Kubernetes documentation:
+- server-side apply: https://kubernetes.io/docs/reference/using-api/server-side-apply/
+  (field management, conflicts, force, removal of fields a manager stopped applying,
+  merge patches as Update operations);
+- CRDs: https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/
+  (the kind is served once the CRD is Established);
+- API concepts: https://kubernetes.io/docs/reference/using-api/api-concepts/
+  (404 for a missing namespace or kind, label selectors on list, delete).
+Plain HTTP, no Ansible: these run in a second.
+"""
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from fake_apiserver import FakeAPIServer
+
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+NODE = "/api/v1/nodes/gpu-a"
+
+
+def call(api, method, path, body=None, ctype=APPLY, **query):
+    url = api.url + path + ("?" + "&".join("%s=%s" % kv for kv in query.items()) if query else "")
+    req = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def node(labels):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a", "labels": labels}}
+
+
+def managers(body):
+    return dict((m["manager"], m) for m in body["metadata"].get("managedFields", []))
+
+
+@pytest.fixture
+def api():
+    with FakeAPIServer() as server:
+        server.add({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a"}, "spec": {}})
+        yield server
+
+
+def test_apply_records_field_ownership_per_manager(api):
+    code, body = call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="gpuops-platform")
+    assert code == 200
+    mine = managers(body)["gpuops-platform"]
+    assert mine["operation"] == "Apply" and mine["fieldsType"] == "FieldsV1"
+    assert mine["fieldsV1"] == {"f:metadata": {"f:labels": {"f:a": {}}}}
+    call(api, "PATCH", NODE, node({"b": "2"}), fieldManager="other")
+    assert api.owners("Node", "gpu-a") == {"gpuops-platform": {"metadata.labels.a"}, "other": {"metadata.labels.b"}}
+
+
+def test_changing_a_field_another_manager_owns_is_a_409_conflict(api):
+    call(api, "PATCH", NODE, node({"nvidia.com/device-plugin.config": "default"}), fieldManager="kubectl-label")
+    before = json.dumps(sorted(api.objects.items()))
+    code, body = call(api, "PATCH", NODE, node({"nvidia.com/device-plugin.config": "ts4"}),
+                      fieldManager="gpuops-platform")
+    assert code == 409 and body["reason"] == "Conflict"
+    assert body["details"]["causes"] == [{"reason": "FieldManagerConflict", "message": 'conflict with "kubectl-label"',
+                                          "field": ".metadata.labels.nvidia.com/device-plugin.config"}]
+    assert json.dumps(sorted(api.objects.items())) == before
+
+
+def test_same_value_shares_ownership_without_conflict(api):
+    call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="one")
+    code, dummy = call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="two")
+    assert code == 200
+    assert api.owners("Node", "gpu-a") == {"one": {"metadata.labels.a"}, "two": {"metadata.labels.a"}}
+
+
+def test_force_takes_ownership(api):
+    call(api, "PATCH", NODE, node({"a": "1", "keep": "x"}), fieldManager="kubectl-label")
+    code, body = call(api, "PATCH", NODE, node({"a": "2"}), fieldManager="gpuops-platform", force="true")
+    assert code == 200 and body["metadata"]["labels"] == {"a": "2", "keep": "x"}
+    assert api.owners("Node", "gpu-a") == {"gpuops-platform": {"metadata.labels.a"}, "kubectl-label": {"metadata.labels.keep"}}
+
+
+def test_fields_a_manager_stops_applying_are_removed_unless_another_owns_them(api):
+    call(api, "PATCH", NODE, node({"a": "1", "b": "1", "shared": "1"}), fieldManager="gpuops-platform")
+    call(api, "PATCH", NODE, node({"shared": "1"}), fieldManager="other")
+    code, body = call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="gpuops-platform")
+    assert code == 200 and body["metadata"]["labels"] == {"a": "1", "shared": "1"}
+
+
+def test_a_merge_patch_is_an_update_that_takes_the_fields_it_sets(api):
+    call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="gpuops-platform")
+    code, body = call(api, "PATCH", NODE, {"metadata": {"labels": {"a": "9"}}}, ctype=MERGE, fieldManager="kubectl-edit")
+    assert code == 200 and managers(body)["kubectl-edit"]["operation"] == "Update"
+    assert api.owners("Node", "gpu-a") == {"kubectl-edit": {"metadata.labels.a"}}
+    # The applier lost the field, so applying it again is a conflict.
+    assert call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="gpuops-platform")[0] == 409
+
+
+def test_a_crds_kind_is_served_only_once_established(api):
+    api.crd_delay = 0.5
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "queues.example.com"},
+           "spec": {"group": "example.com", "scope": "Cluster", "names": {"plural": "queues", "kind": "Queue"},
+                    "versions": [{"name": "v1", "served": True, "storage": True}]}}
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/queues.example.com"
+    assert call(api, "PATCH", path, crd, fieldManager="gpuops-platform")[0] == 201
+    assert call(api, "GET", "/apis/example.com/v1/queues")[0] == 404
+    assert "example.com" not in json.dumps(call(api, "GET", "/apis")[1])
+    assert "status" not in call(api, "GET", path)[1]
+    time.sleep(0.6)
+    conditions = call(api, "GET", path)[1]["status"]["conditions"]
+    assert {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"} in conditions
+    assert call(api, "GET", "/apis/example.com/v1/queues")[0] == 200
+    assert call(api, "GET", "/apis/example.com/v1")[1]["resources"][0]["kind"] == "Queue"
+
+
+def test_missing_namespace_and_unknown_kind_are_404(api):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "nowhere"}}
+    code, body = call(api, "PATCH", "/api/v1/namespaces/nowhere/configmaps/c", cm, fieldManager="m")
+    assert code == 404 and body["message"] == 'namespaces "nowhere" not found'
+    assert call(api, "GET", "/apis/example.com/v1/widgets")[0] == 404
+    assert ("v1", "configmaps", "nowhere", "c") not in api.objects
+
+
+def test_list_by_label_selector_and_delete(api):
+    for name, labels in (("a", {"part": "x"}), ("b", {"part": "y"}), ("c", {})):
+        api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+    api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "in-a", "namespace": "a"}})
+
+    def names(**query):
+        return [o["metadata"]["name"] for o in call(api, "GET", "/api/v1/namespaces", **query)[1]["items"]]
+
+    assert names(labelSelector="part=x") == ["a"]
+    assert names(labelSelector="part!=x") == ["b", "c"]
+    assert names(labelSelector="part") == ["a", "b"]
+    assert call(api, "DELETE", "/api/v1/namespaces/a", dryRun="All")[0] == 200
+    assert api.get("Namespace", "a") is not None
+    assert call(api, "DELETE", "/api/v1/namespaces/a")[0] == 200
+    # The namespace took its objects with it.
+    assert api.get("Namespace", "a") is None and api.get("ConfigMap", "in-a", "a") is None
+    assert call(api, "DELETE", "/api/v1/namespaces/a")[0] == 404
+
+
+def test_dry_run_checks_conflicts_and_stores_nothing(api):
+    call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="kubectl-label")
+    assert call(api, "PATCH", NODE, node({"a": "2"}), fieldManager="gpuops-platform", dryRun="All")[0] == 409
+    code, body = call(api, "PATCH", NODE, node({"a": "2"}), fieldManager="gpuops-platform", dryRun="All", force="true")
+    assert code == 200 and body["metadata"]["labels"] == {"a": "2"}
+    assert api.get("Node", "gpu-a")["metadata"]["labels"] == {"a": "1"}
