@@ -97,6 +97,13 @@ command:
   type: list
   elements: str
   sample: [/usr/bin/dcgmi, diag, -r, "1", -j]
+dcgmi_rc:
+  description:
+    - The exit status of C(dcgmi). Not named C(rc) because dcgmi exits non-zero when a test fails, which is a result,
+      not a module failure (O(fail_on_failure) decides that).
+  returned: when ran
+  type: int
+  sample: 226
 ran:
   description: Whether the diagnostic ran (false in check mode).
   returned: always
@@ -199,10 +206,10 @@ def main():
     except dcgm_diag.DcgmDiagError as exc:
         module.fail_json(msg="dcgmi diag (rc %s) gave no usable result: %s%s" % (
             rc, exc, ("; stderr: %s" % err.strip()[:500]) if err and err.strip() else ""),
-            ran=True, command=argv, rc=rc, stderr=err)
+            ran=True, command=argv, dcgmi_rc=rc, stderr=err)
 
     failures = dcgm_diag.failures(parsed)
-    result = dict(changed=False, ran=True, command=argv, rc=rc, status=parsed["status"],
+    result = dict(changed=False, ran=True, command=argv, dcgmi_rc=rc, status=parsed["status"],
                   version=parsed["version"], driver_version=parsed["driver_version"],
                   runtime_error=parsed["runtime_error"], results=parsed["results"], gpus=parsed["gpus"],
                   tests=parsed["tests"], counts=parsed["counts"], failures=failures,
