@@ -55,6 +55,8 @@ options:
         test, the GPU and DCGM's message. The results are returned either way.
     type: bool
     default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
@@ -64,7 +66,7 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - A diagnostic changes nothing on the node; the module never reports RV(changed).
+  - A diagnostic changes nothing on the node; the module never reports C(changed).
   - Level 3 and 4 load the GPUs for a long time; run them on drained nodes.
 seealso:
   - name: DCGM diagnostics
