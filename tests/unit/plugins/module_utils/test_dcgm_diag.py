@@ -181,3 +181,28 @@ def test_health_feeds_the_gpu_health_plan_critical_taint(fixture):
     passed = dcgm_diag.health(dcgm_diag.parse(fixture("dcgm-3.1.0-nvvs-8gpu-pass.txt")), 1)
     (plan,) = gpu_health.gpu_health_plan([{"host": "h1", "name": "n1", "nvidia": ok, "extra": [passed]}], [node], {})
     assert plan["status"] == "ok" and "taints" not in plan["patch"].get("spec", {})
+
+
+def test_a_failure_outweighs_a_warning_in_the_same_run(fixture):
+    """The warn capture's test plus the fail-and-skip capture's tests in one document."""
+    warn = json.loads(fixture("derived-dcgm-4.2.3-gb10-r1-warn.json"))
+    doc = json.loads(fixture("dcgm-4.2.3-gb10-r2-fail-skip.json"))
+    categories = doc["DCGM Diagnostic"]["test_categories"]
+    for order in (warn["DCGM Diagnostic"]["test_categories"] + categories,
+                  categories + warn["DCGM Diagnostic"]["test_categories"]):
+        doc["DCGM Diagnostic"]["test_categories"] = order
+        parsed = dcgm_diag.parse(copy.deepcopy(doc))
+        assert parsed["status"] == "fail" and parsed["counts"]["warn"] == 1
+        assert dcgm_diag.health(parsed)["status"] == "critical"
+        assert len(dcgm_diag.health(parsed)["reasons"]) == 2        # the failure and the warning
+
+
+def test_a_failure_without_its_own_warning_takes_the_test_summarys(fixture):
+    """DCGM 4.x puts a test's warnings in test_summary as well; the 4.5.2 capture without the per-result copy."""
+    doc = json.loads(fixture("dcgm-4.5.2-gb10-r2-fail-pass.json"))
+    del doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["warnings"]
+    (line,) = dcgm_diag.failures(dcgm_diag.parse(doc))
+    assert line == "GPU 0: test 'software' (Deployment) failed: " + PERSISTENCE
+    doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["test_summary"].pop("warnings")
+    (line,) = dcgm_diag.failures(dcgm_diag.parse(doc))
+    assert line == "GPU 0: test 'software' (Deployment) failed: no message from DCGM"
