@@ -34,7 +34,9 @@ class Fleet(object):
         bindir = self.root / name
         bindir.mkdir()
         tool = bindir / "dcgmi"
-        tool.write_text(DCGMI % (sys.executable, str(self.root / ("%s.argv" % name)), str(self.fixtures / fixture), rc))   # an absolute name is kept
+        # An absolute fixture name (a file the test wrote) is kept as it is.
+        output = str(self.fixtures / fixture)
+        tool.write_text(DCGMI % (sys.executable, str(self.root / ("%s.argv" % name)), output, rc))
         tool.chmod(0o755)
         hostvars = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
         if on_path:
@@ -55,7 +57,9 @@ class Fleet(object):
         (self.root / "inventory.json").write_text(json.dumps(inventory))
         env = dict(os.environ)
         env.update({
-            "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(self.repo_root / "collections")]),
+            # The working tree (tests/conftest.py links it under .cache/src), then kubernetes.core.
+            "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(self.repo_root / ".cache" / "src"),
+                                                         str(self.repo_root / "collections")]),
             "PATH": os.pathsep.join([str(getattr(self, "path_dir", self.root)), env["PATH"]]),
             "ANSIBLE_NOCOLOR": "1", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
             "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_LOCAL_TEMP": str(self.root / "tmp"),
