@@ -82,7 +82,8 @@ def owner(name, roles):
 
 
 def _internal(name, role):
-    return name.startswith("_") or (role is not None and name.startswith(role + "__"))
+    # _x, <role>__x and gpuops_<area>__x are internal (play vars, set_fact)
+    return name.startswith("_") or "__" in name
 
 
 def unknown_variables(names, catalog, roles=None, check_globals=True):

@@ -155,9 +155,9 @@ def _inventory(nodes):
         if isinstance(facts, str):
             facts = load_facts(facts)
         if facts is not None:
-            hv["gpuops_test_nvidia_facts"] = facts
+            hv["test_nvidia_facts"] = facts
         if spec.get("mig_k8s_resources") is not None:
-            hv["gpuops_test_mig_k8s_resources"] = spec["mig_k8s_resources"]
+            hv["test_mig_k8s_resources"] = spec["mig_k8s_resources"]
         hosts[host] = hv
         gpu_nodes[host] = None
     return {"all": {"hosts": hosts, "children": {
@@ -172,13 +172,13 @@ _REPLAY_PLAY = """---
   tasks:
     - name: Set the recorded facts
       ansible.builtin.set_fact:
-        nvidia: "{{ gpuops_test_nvidia_facts }}"
+        nvidia: "{{ test_nvidia_facts }}"
         cacheable: true
-      when: gpuops_test_nvidia_facts is defined
+      when: test_nvidia_facts is defined
     - name: Set the MIG plan's resource counts
       ansible.builtin.set_fact:
-        mig_k8s_resources: "{{ gpuops_test_mig_k8s_resources }}"
-      when: gpuops_test_mig_k8s_resources is defined
+        mig_k8s_resources: "{{ test_mig_k8s_resources }}"
+      when: test_mig_k8s_resources is defined
 
 - name: Kubernetes layer
   ansible.builtin.import_playbook: %s
