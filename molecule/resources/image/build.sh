@@ -12,14 +12,15 @@ cache=${1:-$(cd "$here/../../.." && pwd)/.cache/molecule}
 repo=localhost/gpuops-molecule-debian12
 mirror=${GPUOPS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-# What the scenarios need: systemd as PID 1, Python with python3-apt and
-# python3-tomlkit for the apt and nvidia_container_runtime modules (the image
+# What the scenarios need: systemd as PID 1, Python with python3-apt,
+# python3-tomlkit and python3-yaml for the apt, nvidia_container_runtime and
+# kubelet_config modules (the image
 # has no Debian sources at test time), gnupg and apt-utils for repositories,
 # kmod for module checks, and Debian's own containerd for the container
 # toolkit scenario.
 packages=(
   systemd systemd-sysv dbus
-  python3 python3-apt python3-tomlkit
+  python3 python3-apt python3-tomlkit python3-yaml
   ca-certificates apt-utils gnupg
   kmod procps
   containerd
