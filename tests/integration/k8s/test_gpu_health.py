@@ -76,9 +76,14 @@ class Fleet(object):
         evars = dict({"gpuops_k8s_render_dir": "", "gpuops_k8s_host": self.api.url if self.api else "",
                       "gpuops_k8s_api_key": TOKEN,
                       "gpu_health_cordon": True}, **extra)
-        return render_cluster(self.tmp_path / ("run%d" % self.runs), extra_vars=evars, nodes=nodes,
-                              playbook="playbooks/health.yml", env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None},
-                              args=args, collections_path=self.collections)
+        # -vvv: the token must reach the server through the private kubeconfig, never the log.
+        result = render_cluster(self.tmp_path / ("run%d" % self.runs), extra_vars=evars, nodes=nodes,
+                                playbook="playbooks/health.yml", env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None},
+                                args=("-vvv",) + tuple(args), collections_path=self.collections)
+        assert TOKEN not in result.output
+        if self.api and self.api.requests:
+            assert self.api.authorizations == {"Bearer " + TOKEN}
+        return result
 
 
 def recap(result, host="localhost"):
