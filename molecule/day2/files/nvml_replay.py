@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Write the nvml_facts replay for this GPU-less container from the installed driver.
 
 Run by apt after every dpkg call (DPkg::Post-Invoke): one L40S GPU whose driver and
