@@ -35,7 +35,7 @@ stage_sanity() { bash scripts/sanity.sh; }
 stage_units() { python -m pytest -q -p no:cacheprovider -n 2 tests/unit; }
 # One worker per core; --dist loadfile keeps each file (and its module-scoped
 # renders) on one worker.
-stage_integration() { python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/integration; }
+stage_integration() { python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration; }
 stage_compat() { bash scripts/compat.sh; }
 stage_molecule() { bash scripts/molecule.sh; }
 

@@ -100,7 +100,14 @@ def test_the_render_writes_what_the_plan_built(planned):
     manifests = [d for d in yaml.safe_load_all((render / "85-gpu_monitoring" / "manifests.yaml").read_text()) if d]
     assert sorted(map(_key, manifests)) == sorted(map(_key, planned.data["objects"]))
     operator = [d for d in yaml.safe_load_all((render / "10-gpu_operator" / "manifests.yaml").read_text()) if d]
-    assert [o for o in operator if o["kind"] == "ConfigMap"] == planned.data["monitoring"]["objects"]
+    configmaps = [o for o in operator if o["kind"] == "ConfigMap"]
+    # k8s_apply adds the layer's ApplySet membership label; the rest is what the plan built.
+    for cm in configmaps:
+        labels = cm["metadata"].get("labels", {})
+        assert labels.pop("applyset.kubernetes.io/part-of", "").startswith("applyset-"), cm["metadata"]
+        if not labels:
+            cm["metadata"].pop("labels", None)
+    assert configmaps == planned.data["monitoring"]["objects"]
     released = sorted(p.name for p in (render / "85-gpu_monitoring" / "helm").glob("*")) if planned.data["releases"] else []
     assert released == sorted(r["name"] for r in planned.data["releases"])
 

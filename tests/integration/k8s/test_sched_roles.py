@@ -290,7 +290,7 @@ BAD = [
     (["network_operator"], {"network_operator_rdma_resources": [{"name": "rdma-a", "rdma_hca_max": 0}]},
      "network_operator_rdma_resources needs at least one resource, unique names of letters, digits and underscores, and rdma_hca_max >= 1"),
     (["gpu_smoke_test"], {"gpu_smoke_test_gang_size": 0},
-     "gpu_smoke_test: gang size (0) and timeout (600) must be at least 1"),
+     "gpu_smoke_test: gang size (0), timeout (600) and cleanup timeout (300) must be at least 1"),
 ]
 
 
