@@ -8,6 +8,10 @@ the in-memory API server (success) and against an unreachable address
 (failure), in apply and check mode, and look for the token in the output and
 in every file the run leaves behind, temporary folders included.
 """
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from fake_apiserver import FakeAPIServer
@@ -20,8 +24,16 @@ NODES = {"gpu-a": {"facts": "l40s"}}
 
 
 def run(workdir, host, args, expect_failure, collections):
-    tmp = workdir / "tmp"
-    tmp.mkdir(parents=True)
+    # A short TMPDIR: ansible-core's local RPC server puts a Unix socket there,
+    # and pytest-xdist's folder names would pass the 107-byte socket path limit.
+    tmp = Path(tempfile.mkdtemp(prefix="gpuops-cred-"))
+    try:
+        return _run(workdir, tmp, host, args, expect_failure, collections)
+    finally:
+        shutil.rmtree(str(tmp), ignore_errors=True)
+
+
+def _run(workdir, tmp, host, args, expect_failure, collections):
     result = render_cluster(workdir, extra_vars={
         "gpuops_k8s_render_dir": "",
         "gpuops_k8s_host": host,
@@ -32,13 +44,13 @@ def run(workdir, host, args, expect_failure, collections):
         "gpu_nodes_validate_retries": 1, "gpu_nodes_validate_delay": 0,
     }, nodes=NODES, args=["-vvv"] + list(args), expect_failure=expect_failure, collections_path=collections,
         # Every temporary file of the run (the token's kubeconfig, AnsiballZ
-        # payloads, the controller's scratch files) lands in the work folder.
+        # payloads, the controller's scratch files) lands in tmp, searched below.
         env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None, "TMPDIR": str(tmp),
              "ANSIBLE_LOCAL_TEMP": str(tmp / "local"), "ANSIBLE_REMOTE_TEMP": str(tmp / "remote")})
     assert TOKEN not in result.output
     # extra_vars.json is the test's own input, standing in for a vault.
-    leaked = [str(p) for p in workdir.rglob("*") if p.is_file() and p.name != "extra_vars.json"
-              and TOKEN.encode() in p.read_bytes()]
+    leaked = [str(p) for folder in (workdir, tmp) for p in folder.rglob("*")
+              if p.is_file() and p.name != "extra_vars.json" and TOKEN.encode() in p.read_bytes()]
     assert leaked == []
     # The token's kubeconfig is gone once the play ends, failed or not.
     assert list(tmp.glob("gpuops-k8s-*")) == []
