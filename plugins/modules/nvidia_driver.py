@@ -364,6 +364,12 @@ def main():
         required_together=[("mok_signing_key", "mok_certificate"), ("mirror_username", "mirror_password")],
         supports_check_mode=True,
     )
+    # A URL with user:password@ is refused, but the arguments echoed with the
+    # result (invocation.module_args) would still carry it: mask the userinfo.
+    url = module.params.get("mirror_url") or ""
+    authority = url.split("://", 1)[-1].split("/", 1)[0]
+    if "@" in authority:
+        module.no_log_values.add(authority.rsplit("@", 1)[0])
     converger = Converger(module, module.params)
     try:
         result = converger.execute()

@@ -253,7 +253,8 @@ def _read_document(module, path, option):
         module.fail_json(msg="%s; nothing was changed" % exc)
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: Python before 3.12 refuses deeply nested JSON; YAML says what it is
         pass
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML", reason="to read the YAML file %s" % path))
