@@ -277,7 +277,7 @@ def k8s_in_namespaces(objects, namespaces):
 def k8s_stats_lines(stats):
     """Human summary of gpuops_k8s_stats: one headline, then one line per layer."""
     stats = stats or {}
-    layers = sorted(stats.get("layers") or [], key=lambda l: (l.get("order", 0), l.get("name", "")))
+    layers = sorted(stats.get("layers") or [], key=lambda layer: (layer.get("order", 0), layer.get("name", "")))
     rendered = stats.get("mode") == "render"
     check = bool(stats.get("check"))
     head = "Kubernetes GPU stack %s: %d layers, %d objects, %d Helm releases" % (
