@@ -290,13 +290,84 @@ def k8s_stats_lines(stats):
             line += ", releases %s" % ", ".join(layer["releases"])
         if not rendered:
             line += (", changes planned" if check else ", changed") if layer.get("changed") else ", unchanged"
+            report = layer.get("report")
+            if report:
+                line += " (objects: %s)" % ", ".join(
+                    "%d %s" % (n, word) for n, word in (
+                        (len(report["created"]), "to create" if check else "created"),
+                        (len(report["changed"]), "to change" if check else "changed"),
+                        (report["unchanged"], "unchanged")) if n)
             if layer.get("pruned"):
                 line += ", %s %d (%s)" % ("prune planned" if check else "pruned", len(layer["pruned"]),
                                           ", ".join(layer["pruned"]))
             if layer.get("kept"):
                 line += ", kept %d no longer planned (%s)" % (len(layer["kept"]), "; ".join(layer["kept"]))
         lines.append(line)
+        report = layer.get("report") or {}
+        if stats.get("diff") and not rendered:
+            # Names and field paths only: values (a Secret's, say) stay out of the log.
+            for name in report.get("created", []):
+                lines.append("    %s %s" % ("create" if check else "created", name))
+            for name in report.get("changed", []):
+                fields = report.get("fields", {}).get(name)
+                lines.append("    %s %s%s" % ("change" if check else "changed", name,
+                                               ": " + ", ".join(fields) if fields else ""))
     return lines
+
+
+# Fields the API server sets on every write; a path under them is no change of ours.
+_SERVER_FIELDS = ("metadata.managedFields", "metadata.resourceVersion", "metadata.generation",
+                  "metadata.creationTimestamp", "metadata.uid", "status")
+
+
+def _paths(value, prefix="", depth=4):
+    """Dotted paths of the leaves of ``value`` (a diff side), at most ``depth`` deep."""
+    if isinstance(value, Mapping) and value and depth > 0:
+        out = []
+        for key in sorted(value):
+            out += _paths(value[key], "%s.%s" % (prefix, key) if prefix else to_text(key), depth - 1)
+        return out
+    return [prefix] if prefix else []
+
+
+def _k8s_results(registered):
+    """The per-object results in kubernetes.core.k8s registered results (one object or a list)."""
+    for reg in registered or []:
+        if not isinstance(reg, Mapping) or reg.get("skipped"):
+            continue
+        nested = (reg.get("result") or {}).get("results") if isinstance(reg.get("result"), Mapping) else None
+        if isinstance(nested, list):
+            for item in nested:
+                if isinstance(item, Mapping):
+                    yield item
+        elif "method" in reg:
+            yield reg
+
+
+def k8s_apply_report(registered):
+    """What a layer's kubernetes.core.k8s applies did, object by object.
+
+    ``created`` is only known where kubernetes.core returned a diff (``--diff``):
+    otherwise an object created counts as changed.
+    """
+    report = {"created": [], "changed": [], "unchanged": 0, "fields": {}}
+    for item in _k8s_results(registered):
+        obj = item.get("result") if isinstance(item.get("result"), Mapping) else {}
+        meta = obj.get("metadata") or {}
+        name = "%s %s%s" % (obj.get("kind", "?"), meta["namespace"] + "/" if meta.get("namespace") else "",
+                            meta.get("name", "?"))
+        if not item.get("changed"):
+            report["unchanged"] += 1
+            continue
+        diff = item.get("diff") if isinstance(item.get("diff"), Mapping) else None
+        if diff is not None and not diff.get("before"):
+            report["created"].append(name)
+            continue
+        report["changed"].append(name)
+        if diff is not None:
+            paths = sorted(set(_paths(diff.get("before") or {}) + _paths(diff.get("after") or {})))
+            report["fields"][name] = [p for p in paths if not p.startswith(_SERVER_FIELDS)]
+    return report
 
 
 def k8s_nested(flat):
@@ -326,5 +397,6 @@ class FilterModule(object):
             "k8s_served": k8s_served,
             "k8s_in_namespaces": k8s_in_namespaces,
             "k8s_stats_lines": k8s_stats_lines,
+            "k8s_apply_report": k8s_apply_report,
             "k8s_nested": k8s_nested,
         }

@@ -94,6 +94,10 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
         second = run(tmp_path, api, "second", collections=installed_collection)
         assert "changed=0" in recap(second), recap(second)
+        # The summary counts per layer what the server-side applies did.
+        said = " ".join(second.output.split())
+        assert "80 gpu_tenants: 8 objects, unchanged (objects: 8 unchanged)" in said
+        assert "30 gpu_nodes: 2 objects, unchanged (objects: 2 unchanged)" in said
         assert {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()} == rv
 
         # ... and is needed: the same apply without force is a conflict once another manager owns the label.
@@ -111,11 +115,17 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
     with FakeAPIServer() as fresh:
         seed(fresh, str(gpus * 4))
         before = {k: dict(o) for k, o in fresh.objects.items()}
-        checked = run(tmp_path, fresh, "check", args=["--check"], collections=installed_collection)
+        checked = run(tmp_path, fresh, "check", args=["--check", "--diff"], collections=installed_collection)
         assert fresh.objects == before
         assert all((r[2].get("dryRun") or ["All"])[0] == "All" for r in fresh.writes()), fresh.writes()
         # Objects in namespaces the run would create cannot be dry-run; they are reported.
-        assert "depend on a namespace or CRD that this run would create first" in " ".join(checked.output.split())
+        said = " ".join(checked.output.split())
+        assert "depend on a namespace or CRD that this run would create first" in said
+        # --check --diff names each object it would create or change, and the fields that differ.
+        assert "20 gpu_sharing: 2 objects, changes planned (objects: 1 to create)" in said
+        assert "create Namespace gpu-operator" in said
+        assert "30 gpu_nodes: 2 objects, changes planned (objects: 2 to change)" in said
+        assert "change Node gpu-a: " in said and "metadata.labels.nvidia.com/device-plugin.config" in said
         assert "DEPRECATION" not in checked.output
 
 

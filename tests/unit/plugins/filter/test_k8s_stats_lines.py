@@ -1,5 +1,5 @@
 """The run summary: "planned" under --check, pruned and kept objects per layer."""
-from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import k8s_stats_lines
+from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import k8s_apply_report, k8s_stats_lines
 
 LAYERS = [{"name": "gpu_tenants", "order": 80, "objects": 9, "releases": [], "changed": True,
            "pruned": ["ResourceQuota team-b/gpuops-tenant", "Namespace team-b"],
@@ -20,3 +20,60 @@ def test_apply_mode_says_applied_and_pruned():
     lines = k8s_stats_lines({"mode": "apply", "check": False, "objects": 11, "releases": 0, "layers": LAYERS})
     assert lines[0].startswith("Kubernetes GPU stack applied:")
     assert ", changed, pruned 2 (" in lines[2]
+
+
+# Registered results as kubernetes.core.k8s (6.x, module_utils/k8s/runner.py) returns them: a list of
+# definitions gives {"changed", "result": {"results": [...]}}, one definition gives the item itself; the
+# item has a diff only under --diff, and for a server-side apply the diff's "before" is {} when the object
+# did not exist.
+def _item(kind, name, changed, namespace=None, diff=None):
+    meta = {"name": name, "resourceVersion": "7"}
+    if namespace:
+        meta["namespace"] = namespace
+    item = {"changed": changed, "method": "apply", "result": {"kind": kind, "apiVersion": "v1", "metadata": meta}}
+    if diff is not None:
+        item["diff"] = diff
+    return item
+
+
+NAMESPACE = _item("Namespace", "team-a", True, diff={"before": {}, "after": {"metadata": {"name": "team-a"}}})
+OBJECTS = {"changed": True, "result": {"results": [
+    _item("ResourceQuota", "gpuops-tenant", True, "team-a", diff={
+        "before": {"spec": {"hard": {"requests.nvidia.com/gpu": "4"}}, "metadata": {"resourceVersion": "6"}},
+        "after": {"spec": {"hard": {"requests.nvidia.com/gpu": "6"}}, "metadata": {"resourceVersion": "7"}}}),
+    _item("ConfigMap", "nvidia-device-plugin-config", False, "gpu-operator", diff={"before": {}, "after": {}}),
+    _item("Secret", "pull", True, "team-a", diff={"before": {"data": {"token": "b2xk"}},
+                                                  "after": {"data": {"token": "bmV3"}}}),
+]}}
+
+
+def test_report_sorts_objects_into_created_changed_and_unchanged():
+    report = k8s_apply_report([NAMESPACE, {"skipped": True, "changed": False}, OBJECTS])
+    assert report["created"] == ["Namespace team-a"]
+    assert report["changed"] == ["ResourceQuota team-a/gpuops-tenant", "Secret team-a/pull"]
+    assert report["unchanged"] == 1
+    # Server-set fields are no change of ours; values never appear.
+    assert report["fields"]["ResourceQuota team-a/gpuops-tenant"] == ["spec.hard.requests.nvidia.com/gpu"]
+    assert report["fields"]["Secret team-a/pull"] == ["data.token"]
+
+
+def test_without_diff_a_created_object_counts_as_changed():
+    bare = {"changed": True, "result": {"results": [
+        _item("Namespace", "team-a", True), _item("ConfigMap", "c", False, "team-a")]}}
+    report = k8s_apply_report([bare])
+    assert report == {"created": [], "changed": ["Namespace team-a"], "unchanged": 1, "fields": {}}
+
+
+def test_summary_counts_objects_per_layer_and_lists_them_only_under_diff():
+    layer = {"name": "gpu_tenants", "order": 80, "objects": 4, "releases": [], "changed": True,
+             "report": k8s_apply_report([NAMESPACE, OBJECTS])}
+    plain = k8s_stats_lines({"mode": "apply", "check": False, "objects": 4, "releases": 0, "layers": [layer]})
+    assert plain[1] == "80 gpu_tenants: 4 objects, changed (objects: 1 created, 2 changed, 1 unchanged)"
+    assert len(plain) == 2
+    checked = k8s_stats_lines({"mode": "apply", "check": True, "diff": True, "objects": 4, "releases": 0,
+                               "layers": [layer]})
+    assert checked[1] == "80 gpu_tenants: 4 objects, changes planned (objects: 1 to create, 2 to change, 1 unchanged)"
+    assert checked[2:] == ["    create Namespace team-a",
+                           "    change ResourceQuota team-a/gpuops-tenant: spec.hard.requests.nvidia.com/gpu",
+                           "    change Secret team-a/pull: data.token"]
+    assert "bmV3" not in " ".join(checked) and "b2xk" not in " ".join(checked)
