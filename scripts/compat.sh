@@ -8,6 +8,7 @@ PYTHON=$(find_python 3.11 3.12 3.10) || die "ansible-core 2.17 needs Python 3.10
 venv_sync "$ROOT/.venv-compat" "$PYTHON" requirements/compat.txt
 export PATH="$ROOT/.venv-compat/bin:$PATH"
 ansible --version | sed -n 1p
-python -m pytest -q -p no:cacheprovider tests/unit
+# Its own pytest folder: the units stage may run at the same time.
+python -m pytest -q -p no:cacheprovider --basetemp "$CACHE/compat-pytest" tests/unit
 ansible localhost -m gpuops.platform.nvml_facts >/dev/null
 GPUOPS_RENDER_DIR="$CACHE/compat-render" bash scripts/demo.sh --no-setup

@@ -9,7 +9,7 @@ cd "$ROOT" || exit 1
 # sanity tools and the Molecule containers each leave a core mostly idle.
 # Molecule runs beside the rest: its containers wait on apt and systemd more
 # than on the CPU.
-STAGE_GROUPS=(setup "molecule lint changelog sanity units" integration compat)
+STAGE_GROUPS=(setup "molecule lint changelog sanity units compat" integration)
 [ $# -gt 0 ] && STAGE_GROUPS=("$@")
 
 # promtool (the suite proves the GPU alert rules with it), from Debian's
