@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 from collections.abc import Mapping, Sequence
 
 import yaml  # a dependency of ansible-core itself
@@ -320,14 +321,23 @@ _SERVER_FIELDS = ("metadata.managedFields", "metadata.resourceVersion", "metadat
                   "metadata.creationTimestamp", "metadata.uid", "status")
 
 
-def _paths(value, prefix="", depth=4):
-    """Dotted paths of the leaves of ``value`` (a diff side), at most ``depth`` deep."""
+def _leaves(value, prefix="", depth=4):
+    """``{dotted path: value}`` of the leaves of ``value`` (a diff side), at most ``depth`` deep."""
     if isinstance(value, Mapping) and value and depth > 0:
-        out = []
+        out = {}
         for key in sorted(value):
-            out += _paths(value[key], "%s.%s" % (prefix, key) if prefix else to_text(key), depth - 1)
+            out.update(_leaves(value[key], "%s.%s" % (prefix, key) if prefix else to_text(key), depth - 1))
         return out
-    return [prefix] if prefix else []
+    return {prefix: value} if prefix else {}
+
+
+def _short(value, limit=60):
+    """One line of at most ``limit`` characters: JSON for structures, the text itself for strings."""
+    if value is None:
+        return "(none)"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=to_text)
+    text = " ".join(to_text(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _k8s_results(registered):
@@ -344,11 +354,12 @@ def _k8s_results(registered):
             yield reg
 
 
-def k8s_apply_report(registered):
+def k8s_apply_report(registered, values=False):
     """What a layer's kubernetes.core.k8s applies did, object by object.
 
     ``created`` is only known where kubernetes.core returned a diff (``--diff``):
-    otherwise an object created counts as changed.
+    otherwise an object created counts as changed. With ``values``, each changed
+    field shows its old and new value, except in Secrets.
     """
     report = {"created": [], "changed": [], "unchanged": 0, "fields": {}}
     for item in _k8s_results(registered):
@@ -365,8 +376,11 @@ def k8s_apply_report(registered):
             continue
         report["changed"].append(name)
         if diff is not None:
-            paths = sorted(set(_paths(diff.get("before") or {}) + _paths(diff.get("after") or {})))
-            report["fields"][name] = [p for p in paths if not p.startswith(_SERVER_FIELDS)]
+            before, after = _leaves(diff.get("before") or {}), _leaves(diff.get("after") or {})
+            shown = values and obj.get("kind") != "Secret"
+            report["fields"][name] = [
+                "%s: %s -> %s" % (path, _short(before.get(path)), _short(after.get(path))) if shown else path
+                for path in sorted(set(before) | set(after)) if not path.startswith(_SERVER_FIELDS)]
     return report
 
 

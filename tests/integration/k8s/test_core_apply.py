@@ -125,7 +125,9 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert "20 gpu_sharing: 2 objects, changes planned (objects: 1 to create)" in said
         assert "create Namespace gpu-operator" in said
         assert "30 gpu_nodes: 2 objects, changes planned (objects: 2 to change)" in said
-        assert "change Node gpu-a: " in said and "metadata.labels.nvidia.com/device-plugin.config" in said
+        assert "change Node gpu-a: " in said
+        # The label another manager set, with its old and new value.
+        assert "metadata.labels.nvidia.com/device-plugin.config: default -> ts4" in said
         assert "DEPRECATION" not in checked.output
 
 

@@ -77,3 +77,13 @@ def test_summary_counts_objects_per_layer_and_lists_them_only_under_diff():
                            "    change ResourceQuota team-a/gpuops-tenant: spec.hard.requests.nvidia.com/gpu",
                            "    change Secret team-a/pull: data.token"]
     assert "bmV3" not in " ".join(checked) and "b2xk" not in " ".join(checked)
+
+
+def test_values_show_old_and_new_except_in_a_secret():
+    report = k8s_apply_report([NAMESPACE, OBJECTS], values=True)
+    assert report["fields"]["ResourceQuota team-a/gpuops-tenant"] == ["spec.hard.requests.nvidia.com/gpu: 4 -> 6"]
+    assert report["fields"]["Secret team-a/pull"] == ["data.token"]
+    long = {"changed": True, "result": {"results": [_item("ConfigMap", "c", True, "ns", diff={
+        "before": {"data": {"a": "x" * 200}}, "after": {"data": {"b": {"k": [1, 2]}}}})]}}
+    fields = k8s_apply_report([long], values=True)["fields"]["ConfigMap ns/c"]
+    assert fields == ["data.a: %s... -> (none)" % ("x" * 57), 'data.b.k: (none) -> [1, 2]']
