@@ -311,8 +311,8 @@ def k8s_stats_lines(stats):
                 lines.append("    %s %s" % ("create" if check else "created", name))
             for name in report.get("changed", []):
                 fields = report.get("fields", {}).get(name)
-                lines.append("    %s %s%s" % ("change" if check else "changed", name,
-                                               ": " + ", ".join(fields) if fields else ""))
+                detail = ": " + ", ".join(fields) if fields else ""
+                lines.append("    %s %s%s" % ("change" if check else "changed", name, detail))
     return lines
 
 
