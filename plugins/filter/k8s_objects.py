@@ -378,9 +378,12 @@ def k8s_apply_report(registered, values=False):
         if diff is not None:
             before, after = _leaves(diff.get("before") or {}), _leaves(diff.get("after") or {})
             shown = values and obj.get("kind") != "Secret"
+            paths = sorted(p for p in set(before) | set(after) if not p.startswith(_SERVER_FIELDS))
+            # An empty map on one side ({} -> its keys) is told by the keys' own lines.
+            paths = [p for p in paths if not any(q.startswith(p + ".") for q in paths)]
             report["fields"][name] = [
                 "%s: %s -> %s" % (path, _short(before.get(path)), _short(after.get(path))) if shown else path
-                for path in sorted(set(before) | set(after)) if not path.startswith(_SERVER_FIELDS)]
+                for path in paths]
     return report
 
 

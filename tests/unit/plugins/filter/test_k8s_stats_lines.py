@@ -87,3 +87,7 @@ def test_values_show_old_and_new_except_in_a_secret():
         "before": {"data": {"a": "x" * 200}}, "after": {"data": {"b": {"k": [1, 2]}}}})]}}
     fields = k8s_apply_report([long], values=True)["fields"]["ConfigMap ns/c"]
     assert fields == ["data.a: %s... -> (none)" % ("x" * 57), 'data.b.k: (none) -> [1, 2]']
+    # A map that was empty is told by its new keys, not as "{} -> (none)".
+    labels = {"changed": True, "result": {"results": [_item("Node", "gpu-b", True, diff={
+        "before": {"metadata": {"labels": {}}}, "after": {"metadata": {"labels": {"gpu": "true"}}}})]}}
+    assert k8s_apply_report([labels], values=True)["fields"]["Node gpu-b"] == ["metadata.labels.gpu: (none) -> true"]
