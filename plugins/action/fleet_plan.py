@@ -11,13 +11,13 @@ __metaclass__ = type
 
 import json
 import os
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report
+from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 
 ARGS = {
     "facts_dir": {"type": "path"},
@@ -41,17 +41,7 @@ def _write(path, text):
                 return False
     except (IOError, OSError):
         pass
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=folder)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text.encode("utf-8"))
     return True
 
 

@@ -11,11 +11,12 @@ __metaclass__ = type
 
 import os
 import re
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 
 # What the render writes, relative to its folder: <NN>-<layer>/manifests.yaml
 # and <NN>-<layer>/helm/<release>/{release,values}.yaml. Pruning touches
@@ -40,22 +41,6 @@ def _read(path):
         return None
     except IsADirectoryError:
         raise AnsibleActionFail("k8s_render: %s is a directory where a rendered file belongs; move it away" % path)
-
-
-def _write(path, data):
-    """Atomic: a reader (a GitOps agent, a later run) never sees half a file."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gpuops-render-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _rendered_files(root):
@@ -107,7 +92,7 @@ class ActionModule(ActionBase):
                           "before": to_text(before or b"", errors="surrogate_or_replace"),
                           "after": to_text(data, errors="surrogate_or_replace")})
             if not check:
-                _write(target, data)
+                write_atomic(target, data)
         if args["prune"] and os.path.isdir(root):
             keep = set(_relative(k) for k in args["keep"]) | set(rel for rel, dummy in wanted)
             for rel in _rendered_files(root):
