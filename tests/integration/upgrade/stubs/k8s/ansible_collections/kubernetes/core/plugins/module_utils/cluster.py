@@ -6,9 +6,12 @@ carry, outside its Kubernetes fields, ``x_pdb_blocked`` (its eviction is refused
 with 429, as the API server does when a PodDisruptionBudget allows no disruption)
 or ``x_stuck`` (evicted, but it never terminates). Every call is recorded.
 """
+import contextlib
+import fcntl
 import json
 import os
 import sys
+import tempfile
 
 from ansible.module_utils.basic import _load_params
 
@@ -29,8 +32,19 @@ def _load(name):
 
 
 def _save(name, data):
-    with open(_path(name), "w") as handle:
+    # Atomic: the stubs of several hosts run at once, and a reader must never see half a file.
+    fd, tmp = tempfile.mkstemp(dir=os.environ["MIG_EVENTS_DIR"], prefix=".%s." % name)
+    with os.fdopen(fd, "w") as handle:
         json.dump(data, handle)
+    os.replace(tmp, _path(name))
+
+
+@contextlib.contextmanager
+def _locked():
+    """One read-modify-write of the cluster files at a time, as the API server serialises writes."""
+    with open(_path(".cluster.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def load_node(name):
@@ -39,9 +53,10 @@ def load_node(name):
 
 
 def save_node(node):
-    nodes = _load("nodes.json")
-    nodes[node["metadata"]["name"]] = node
-    _save("nodes.json", nodes)
+    with _locked():
+        nodes = _load("nodes.json")
+        nodes[node["metadata"]["name"]] = node
+        _save("nodes.json", nodes)
 
 
 def load_pods(node):
@@ -49,9 +64,10 @@ def load_pods(node):
 
 
 def save_pods(node, pods):
-    data = _load("pods.json")
-    data[node] = pods
-    _save("pods.json", data)
+    with _locked():
+        data = _load("pods.json")
+        data[node] = pods
+        _save("pods.json", data)
 
 
 def record(name, args, **result):
