@@ -13,7 +13,7 @@ DOCUMENTATION = r"""
 ---
 module: k8s_render
 short_description: Write the rendered files of the Kubernetes layers for GitOps, and prune stale ones
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Writes the files that render mode of the C(k8s_apply) role produces (C(<NN>-<layer>/manifests.yaml) and
     C(<NN>-<layer>/helm/<release>/release.yaml) and C(values.yaml)) in one step on the controller, each
