@@ -365,11 +365,11 @@ def main():
         supports_check_mode=True,
     )
     # A URL with user:password@ is refused, but the arguments echoed with the
-    # result (invocation.module_args) would still carry it: mask the userinfo.
+    # result (invocation.module_args) would still carry it: mask the whole URL
+    # (masking only a short userinfo would mangle every other match in the output).
     url = module.params.get("mirror_url") or ""
-    authority = url.split("://", 1)[-1].split("/", 1)[0]
-    if "@" in authority:
-        module.no_log_values.add(authority.rsplit("@", 1)[0])
+    if "@" in url.split("://", 1)[-1].split("/", 1)[0]:
+        module.no_log_values.add(url)
     converger = Converger(module, module.params)
     try:
         result = converger.execute()
