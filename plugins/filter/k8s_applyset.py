@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpuops.platform.plugins.module_utils import k8s_applyset as aset
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
 
 
 def k8s_applyset_id(name, namespace):

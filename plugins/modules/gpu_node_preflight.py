@@ -165,7 +165,7 @@ free_space:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.platform.plugins.module_utils import node_preflight
+from ansible_collections.gpuops.platform.plugins.module_utils._node import preflight as node_preflight
 
 
 def main():

@@ -122,7 +122,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.platform.plugins.module_utils import k8s_applyset as aset
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
 
 try:
     from kubernetes.dynamic.exceptions import NotFoundError

@@ -127,7 +127,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
-from ansible_collections.gpuops.platform.plugins.module_utils import kubelet_config as core
+from ansible_collections.gpuops.platform.plugins.module_utils._node import kubelet_config as core
 
 CPU_ONLINE = "/sys/devices/system/cpu/online"
 

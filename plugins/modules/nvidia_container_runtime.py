@@ -291,14 +291,14 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     DEFAULT_CONFIG_PATHS,
     HAS_TOMLKIT,
     TOMLKIT_IMPORT_ERROR,
     ConfigError,
     read_text,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_cdi import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.cdi import (
     CDI_REFRESH_UNITS,
     DEFAULT_CDI_SPEC,
     DRIVER_VERSION_FILES,
@@ -306,13 +306,13 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_
     cdi_decision,
     driver_version_from,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import (
     builtin_runtimes_from_default,
     config_version_for,
     plan_containerd,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_crio import plan_crio
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_docker import plan_docker
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.crio import plan_crio
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.docker import plan_docker
 
 ARGUMENT_SPEC = dict(
     runtime=dict(type="str", required=True, choices=["containerd", "crio", "docker"]),

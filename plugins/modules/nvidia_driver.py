@@ -325,7 +325,7 @@ warnings_list:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.platform.plugins.module_utils.driver_converge import Converger, DriverError
+from ansible_collections.gpuops.platform.plugins.module_utils._driver.converge import Converger, DriverError
 
 
 def argument_spec():

@@ -225,8 +225,10 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply, mig_config, mig_plan
-from ansible_collections.gpuops.platform.plugins.module_utils import nvml as nvml_utils
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as mig_apply
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml_utils
 
 try:
     import pynvml

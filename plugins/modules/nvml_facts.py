@@ -285,7 +285,7 @@ ansible_facts:
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpuops.platform.plugins.module_utils import nvml as nvml_utils
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml_utils
 
 try:
     import pynvml

@@ -29,7 +29,9 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as capacity
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_config, mig_plan, nvml
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 
 PLAN_VERSION = 1
 VERSION_RE = re.compile(r"^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$")

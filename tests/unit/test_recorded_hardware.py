@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles, nvml
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_mig
 from support.module_args import ExitJson, FailJson, patch_module_args
 

@@ -143,7 +143,7 @@ class FakeMigNvml(FakeNvml):
     def reset_callable(self):
         """The ``reset(index, gpu_plan)`` that mig_apply takes, run against this fake:
         a refused reset becomes ResetBlocked, as nvidia-smi's failure does on a node."""
-        from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply
+        from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as mig_apply
 
         def reset(index, _gpu_plan):
             try:

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import ConfigError
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import ConfigError
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import (
     config_version_for,
     plan_containerd,
 )

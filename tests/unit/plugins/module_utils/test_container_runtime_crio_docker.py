@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import ConfigError
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_crio import plan_crio
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_docker import plan_docker
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import ConfigError
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.crio import plan_crio
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.docker import plan_docker
 from container_runtime_helpers import fixture_text, load_toml, place
 
 NVIDIA_BIN = "/usr/bin/nvidia-container-runtime"

@@ -5,8 +5,8 @@ checked against real containerd in tests/integration/test_container_runtime_real
 """
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import settled
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import settled
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import (
     _glob_matches,
     _import_files,
     _merge_imported,

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import (
     builtin_runtimes_from_default,
     plan_containerd,
 )

@@ -6,9 +6,9 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import plan_containerd
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_crio import plan_crio
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_docker import plan_docker
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import plan_containerd
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.crio import plan_crio
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.docker import plan_docker
 from container_runtime_helpers import CRI2, CRI3, load_toml
 
 import tomlkit

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import deep_merge
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import plan_containerd
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import deep_merge
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import plan_containerd
 from container_runtime_helpers import CRI2, CRI3, fixture_text, load_toml, place, runtimes
 
 NVIDIA_BIN = "/usr/bin/nvidia-container-runtime"

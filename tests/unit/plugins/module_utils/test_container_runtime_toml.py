@@ -1,9 +1,9 @@
 """Editing a large containerd config through only its CRI tables (container_runtime_toml)."""
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import container_runtime_toml as toml_cut
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import ConfigError
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import plan_containerd
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime import toml_file as toml_cut
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import ConfigError
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import plan_containerd
 from container_runtime_helpers import CRI2, CRI3, FIXTURES, fixture_text, load_toml, place, runtimes
 
 CONTAINERD_FIXTURES = sorted(p.name for p in FIXTURES.glob("containerd-*.toml")) + ["k3s-rewritten.toml"]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from ansible_collections.gpuops.platform.plugins.filter import gpu_health
-from ansible_collections.gpuops.platform.plugins.module_utils import dcgm_diag
+from ansible_collections.gpuops.platform.plugins.module_utils._node import dcgm_diag
 
 PERSISTENCE = ('Persistence Mode: Persistence mode for GPU 0 is disabled. Enable persistence mode by running '
                '"nvidia-smi -i <gpuId> -pm 1 " as root.')

@@ -6,8 +6,8 @@ import pytest
 
 from fakes.gpu_node import FakeApt, FakeDnf, FakeModule, FakeNode
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_converge as dc
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_host
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import converge as dc
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
 
 KERNEL = "6.1.0-37-amd64"
 PARAMS = dict(state="present", branch=None, version=None, open=True, source="cuda", mirror_url=None,

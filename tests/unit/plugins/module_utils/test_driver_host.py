@@ -6,7 +6,7 @@ import pytest
 
 from fakes.gpu_node import FakeNode
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_host
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
 
 
 @pytest.fixture

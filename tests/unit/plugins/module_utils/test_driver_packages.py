@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_packages as pk
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
 
 DISTROS = {
     "ubuntu2204": {"id": "ubuntu", "version": "22.04", "major": "22"},

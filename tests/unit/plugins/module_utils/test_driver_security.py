@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_packages as pk
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
 
 DEBIAN12 = {"id": "debian", "version": "12", "major": "12"}
 RHEL9 = {"id": "rhel", "version": "9.4", "major": "9"}

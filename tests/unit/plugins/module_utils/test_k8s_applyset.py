@@ -1,7 +1,7 @@
 """ApplySet bookkeeping (KEP-3659) as kubectl does it: id, group-kinds, what may be pruned."""
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import k8s_applyset as aset
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
 
 SET = aset.applyset_id("gpuops-gpu-tenants", "gpuops-system")
 

@@ -2,7 +2,7 @@
 import pytest
 import yaml
 
-from ansible_collections.gpuops.platform.plugins.module_utils import kubelet_config as kc
+from ansible_collections.gpuops.platform.plugins.module_utils._node import kubelet_config as kc
 
 ONLINE = set(range(0, 64))
 STATIC = {"cpu_manager_policy": "static", "reserved_system_cpus": "0-1", "topology_manager_policy": "single-numa-node"}

@@ -2,9 +2,9 @@
 import pynvml
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply as A
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_config as C
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_plan as PL
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as A
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as C
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as PL
 from fakes import nvml_nodes
 from fakes.fake_pynvml_mig import FakeMigNvml
 

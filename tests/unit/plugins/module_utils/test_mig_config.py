@@ -1,7 +1,7 @@
 """The mig-parted v1 format: accepted as operators write it, rejected loudly otherwise."""
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_config as C
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as C
 
 # NVIDIA mig-parted's own example layout: filters per model, 'all' devices.
 MIG_PARTED_EXAMPLE = {

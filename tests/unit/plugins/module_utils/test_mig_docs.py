@@ -1,7 +1,7 @@
 """docs/mig-gpus.md lists exactly the GPUs and profiles of the offline MIG table."""
 from pathlib import Path
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles as P
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as P
 
 DOC = Path(__file__).resolve().parents[4] / "docs" / "mig-gpus.md"
 

@@ -1,8 +1,8 @@
 """Validation against a node's GPUs, plans, idempotence and Kubernetes resources."""
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_config as C
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_plan as PL
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as C
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as PL
 from mig_helpers import config, facts, gpu, mig_device
 
 

@@ -1,7 +1,7 @@
 """The MIG hardware rules and the placement search, for every GPU family in the table."""
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles as P
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as P
 from mig_helpers import DEVICE_IDS
 
 # family: (1g, 1g+me, 1g with 2 memory slices, 2g, 3g, 4g, 7g), from NVIDIA's MIG user guide

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_config as C
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_plan as PL
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as C
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as PL
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "nvml"
 REFERENCE_FILES = ("systemd-config-default.yaml", "examples-config.yaml", "examples-dgx-station-80gb-config.yaml",

@@ -4,7 +4,8 @@ import pytest
 
 from fakes.gpu_node import FakeNode
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_host, node_preflight
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
+from ansible_collections.gpuops.platform.plugins.module_utils._node import preflight as node_preflight
 
 DEFAULTS = dict(require_gpu=True, require_supported_os=True, require_kernel_headers=False, allow_secure_boot=True,
                 min_free_mib=2048, disk_paths=["/"], expected_nvswitches=None, expected_driver=None,

@@ -6,7 +6,7 @@ import re
 import pynvml
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import nvml as collector
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as collector
 from fakes.fake_pynvml import FakeComputeInstance, FakeFabric, FakeGpuInstance, FakeNode, FakeNvml
 from fakes.nvml_nodes import NODES, dgx_a100, h200_mig, hgx_h100, l40s
 

@@ -19,7 +19,9 @@ from support.module_args import patch_module_args
 from ansible.module_utils import basic
 from ansible.module_utils.common.parameters import PASS_VARS
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_converge, driver_host, node_preflight
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import converge as driver_converge
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
+from ansible_collections.gpuops.platform.plugins.module_utils._node import preflight as node_preflight
 from ansible_collections.gpuops.platform.plugins.modules import gpu_node_preflight, nvidia_driver
 
 KERNEL = "6.1.0-37-amd64"

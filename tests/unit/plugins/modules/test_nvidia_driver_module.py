@@ -10,7 +10,9 @@ from ansible.module_utils import basic
 
 from fakes.gpu_node import FakeApt, FakeNode
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_converge, driver_host, node_preflight
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import converge as driver_converge
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
+from ansible_collections.gpuops.platform.plugins.module_utils._node import preflight as node_preflight
 from ansible_collections.gpuops.platform.plugins.modules import gpu_node_preflight, nvidia_driver
 
 KERNEL = "6.1.0-37-amd64"

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_apply
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as mig_apply
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_mig
 from fakes import nvml_nodes
 from fakes.fake_pynvml_mig import FakeMigNvml

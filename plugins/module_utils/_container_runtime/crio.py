@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): the CRI-O drop-in.
 """CRI-O: the NVIDIA runtime as a drop-in, like ``nvidia-ctk runtime configure --runtime=crio``.
 
 CRI-O reads ``crio.conf`` and then every file of ``crio.conf.d`` in lexical
@@ -17,7 +18,7 @@ __metaclass__ = type
 import glob
 import os
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     DEFAULT_NVIDIA_RUNTIME_PATH,
     DROP_IN_NAME,
     NVIDIA_RUNTIME_NAME,

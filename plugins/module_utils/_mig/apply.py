@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): MIG changes through NVML.
 """Read and change MIG state through NVML (the ``pynvml`` module, passed in).
 
 Order of work on one GPU, so that nothing is lost that could have stayed:
@@ -19,7 +20,8 @@ __metaclass__ = type
 
 import ctypes
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_plan, mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as mig_profiles
 
 # GPU instance ids are small (the driver hands out 1-14 on 7-slice GPUs) and compute
 # instance ids are 0-7; looking them up by id avoids ctypes handle arrays.

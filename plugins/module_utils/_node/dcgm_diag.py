@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): parsing dcgmi diag output.
 """Parse ``dcgmi diag -r N -j`` output into results per test and GPU.
 
 Shapes read (see tests/fixtures/dcgm/README.md for the recorded outputs):

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): package names, repositories and pins (pure).
 """What to install for an NVIDIA driver: pure functions, no I/O.
 
 distro + arch + source + branch/version + open/proprietary go in; the

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): the docker daemon.json edit.
 """docker: ``runtimes.nvidia`` (and optionally ``default-runtime``, ``features.cdi``) in daemon.json.
 
 Every other key is kept in its order. A file that needs no change is left
@@ -18,7 +19,7 @@ import json
 import re
 from collections import OrderedDict
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     DEFAULT_NVIDIA_RUNTIME_PATH,
     NVIDIA_RUNTIME_NAME,
     ConfigError,

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): planning the kubelet resource-manager settings.
 """The kubelet's resource managers in its KubeletConfiguration, planned without touching anything.
 
 Two ways to set them: a drop-in under the kubelet's ``--config-dir``

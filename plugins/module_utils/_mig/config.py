@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): parsing mig-parted configs.
 """The mig-parted configuration format (version v1), parsed strictly.
 
 Existing mig-parted files work unchanged::
@@ -29,7 +30,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as mig_profiles
 
 TOP_KEYS = ("version", "mig-configs")
 ENTRY_KEYS = ("devices", "device-filter", "mig-enabled", "mig-devices")

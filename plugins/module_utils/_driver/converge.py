@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): the nvidia_driver check/converge pass.
 """Check and converge an NVIDIA driver in one pass (the nvidia_driver module's core).
 
 Package operations go through apt-get/dnf with ``module.run_command``, like
@@ -20,8 +21,8 @@ import re
 import stat
 import tempfile
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_host as host_mod
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_packages as pk
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as host_mod
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
 
 BLACKLIST_PATH = "/etc/modprobe.d/gpuops-blacklist-nouveau.conf"
 APT_PIN_PATH = "/etc/apt/preferences.d/gpuops-nvidia-driver"

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): the Plan, errors and file helpers shared by the container runtime planners.
 """Shared core of nvidia_container_runtime: plans, errors and TOML helpers.
 
 The runtime specific planners (containerd, CRI-O, docker) read the current

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): the containerd config edit (v2 and v3 layouts, drop-in and in-place).
 """containerd: add the NVIDIA runtime the way ``nvidia-ctk runtime configure`` does.
 
 Config version 2 (containerd 1.6/1.7) keeps the CRI runtimes under the plugin
@@ -25,7 +26,7 @@ import glob
 import os
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     DEFAULT_NVIDIA_RUNTIME_PATH,
     DROP_IN_NAME,
     NVIDIA_RUNTIME_NAME,
@@ -52,7 +53,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime 
     settled,
     table_from_dict,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_toml import ScopeMismatch, TomlFile
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.toml_file import ScopeMismatch, TomlFile
 
 CRI_PLUGINS = {
     2: "io.containerd.grpc.v1.cri",

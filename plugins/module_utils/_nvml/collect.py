@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): the NVML facts collector.
 """NVIDIA GPU facts through NVML: the collector behind gpuops.platform.nvml_facts.
 
 Pure Python over the ``pynvml`` module object (nvidia-ml-py), passed in by the

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): the GPU node readiness evaluation.
 """GPU node readiness: everything a node must have before the driver goes on.
 
 A pure evaluation over driver_host.probe(): it lists every problem at once so
@@ -16,8 +17,8 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_host
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_packages as pk
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
 
 _DRIVER = re.compile(r"^\d{3}(\.\d{1,3}(\.\d{1,3})?)?\Z")
 

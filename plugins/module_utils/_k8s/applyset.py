@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): ApplySet ids, group-kinds and pruning (pure).
 """ApplySet bookkeeping (KEP-3659, as `kubectl apply --prune --applyset` does it).
 
 One ApplySet per layer: a parent Secret carries the label

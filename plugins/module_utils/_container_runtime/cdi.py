@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): deciding when the CDI spec must be (re)generated.
 """When the CDI spec that ``nvidia-ctk cdi generate`` writes needs (re)generating.
 
 A spec names the driver libraries with their version (``libcuda.so.570.172.08``);

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): read-only probes of the node.
 """Read-only probes of a GPU node, from /proc, /sys, /etc and /lib/modules.
 
 Every function takes ``root`` (default ``/``) so tests can point it at a fake

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): validating and planning MIG layouts from facts.
 """Validate a mig-parted config against a node's GPUs and plan the change.
 
 Input is the ``nvml_facts`` schema (live or replayed), so a whole fleet can be
@@ -15,8 +16,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.platform.plugins.module_utils import mig_profiles
-from ansible_collections.gpuops.platform.plugins.module_utils import nvml as nvml_facts
+from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml_facts
 
 ENABLED, DISABLED = "enabled", "disabled"
 

@@ -3,6 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): layout-keeping TOML reads and edits.
 """A TOML file parsed once, and edited through only the tables an edit needs.
 
 tomlkit keeps comments and layout but reads about 0.2 MB/s; a containerd
@@ -22,7 +23,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     HAS_FAST_TOML,
     ConfigError,
     dump_toml,
