@@ -49,22 +49,13 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.flow
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.controller
+  - gpuops.platform.attributes.read_only
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: Reads variables only; nothing changes in either mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 notes:
   - The check reads the roles' files once per run; it costs no round trip to the host.
 """

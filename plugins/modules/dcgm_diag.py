@@ -56,15 +56,17 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
 attributes:
   check_mode:
     support: full
     details: In check mode the diagnostic is not run (it loads the GPUs); the command that would run is returned.
   diff_mode:
     support: none
-  platform:
-    platforms: posix
+  idempotent:
+    support: full
+    details: A diagnostic changes nothing on the node; the module never reports C(changed).
 notes:
   - A diagnostic changes nothing on the node; the module never reports C(changed).
   - Level 3 and 4 load the GPUs for a long time; run them on drained nodes.

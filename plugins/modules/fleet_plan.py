@@ -97,25 +97,19 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.controller
 attributes:
-  action:
-    support: full
-    description: Runs on the controller only.
-  async:
-    support: none
-    description: Plans in one short task on the controller.
-  bypass_host_loop:
-    support: none
-    description: Runs once for the host it is called on (use C(run_once) or a play on localhost); plans O(hosts).
   check_mode:
     support: full
-    description: Plans only in both modes; the report files are written in check mode too.
+    details: Plans only in both modes; the report files are written in check mode too.
   diff_mode:
     support: none
+  idempotent:
+    support: full
+    details: C(changed) only when C(plan.json) or C(index.html) gets new content.
   platform:
-    platforms: posix
-    description: Runs on the controller; plans hosts of any platform from their recorded facts.
+    details: Runs on the controller; plans hosts of any platform from their recorded facts (O(hosts)).
 notes:
   - Hosts with the same GPUs, MIG state and MIG config share one MIG plan, so a fleet of a few node types
     plans in time proportional to the number of hosts, not to the search.

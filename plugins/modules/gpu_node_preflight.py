@@ -68,16 +68,13 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
+  - gpuops.platform.attributes.read_only
 attributes:
   check_mode:
     support: full
     details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 seealso:
   - module: gpuops.platform.nvidia_driver
 """

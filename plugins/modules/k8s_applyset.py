@@ -74,15 +74,19 @@ options:
     description: Verify the API server's certificate.
     type: bool
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
 attributes:
   check_mode:
     support: full
     details: Lists what would be deleted, deletes nothing and writes no parent.
   diff_mode:
     support: none
+  idempotent:
+    support: full
+    details: Once the stale members are pruned and the parent is written, a second run changes nothing.
   platform:
-    platforms: posix
+    details: Talks to the Kubernetes API from wherever it runs (usually the controller).
 requirements:
   - kubernetes (Python) >= 24.2.0
 """

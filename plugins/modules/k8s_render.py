@@ -55,23 +55,19 @@ options:
     elements: str
     default: []
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.flow
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.controller
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: Reports what would be written and removed without writing. The k8s_apply role runs it with
       C(check_mode=false), because the render folder is the output of a plan, not state on a host.
   diff_mode:
     support: full
-  platform:
-    platforms: all
+    details: Before and after text of every manifest written or removed.
+  idempotent:
+    support: full
+    details: A second render of the same objects writes and removes nothing.
 notes:
   - One task writes a whole layer, where a copy loop costs a module run per file.
 """

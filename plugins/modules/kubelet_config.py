@@ -68,19 +68,18 @@ options:
     description: C(reservedMemory), a list of C({numaNode, limits}) (needed by the Static memory policy).
     type: list
     elements: dict
+extends_documentation_fragment:
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports the file that would change, its diff, and whether the manager checkpoints would need a reset.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Real before and after text of the config file or drop-in.
-  platform:
-    description: Target OS/families that can be operated against.
+  idempotent:
     support: full
-    platforms: posix
 notes:
   - Files are written atomically; an existing file keeps its owner and mode.
 """

@@ -142,19 +142,19 @@ options:
     description: Keep a timestamped copy of every file before it is changed.
     type: bool
     default: false
+extends_documentation_fragment:
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports the files that would change, with a diff, and whether the CDI spec would be generated.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Real before and after text of every config file changed (not of the generated CDI spec).
-  platform:
-    description: Target OS/families that can be operated against.
+  idempotent:
     support: full
-    platforms: posix
+    details: The CDI spec is generated again only when it is missing or stale.
 notes:
   - "Deliberate differences from C(nvidia-ctk runtime configure): a containerd config that names no runtime gets
     the built-in runtimes (from C(containerd config default), whose own C(version) tells the CRI plugin to read)

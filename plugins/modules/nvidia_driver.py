@@ -172,7 +172,8 @@ notes:
   - Debian/Ubuntu CUDA repository packages installed are C(nvidia-open-<branch>) or C(cuda-drivers-<branch>) at the
     exact package version whose upstream part is the wanted version, plus C(nvidia-fabricmanager-<branch>) and DCGM when asked.
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
 attributes:
   check_mode:
     support: full
@@ -182,9 +183,8 @@ attributes:
     details:
       - Shows the repository, pin, hold, blacklist and DKMS configuration files it writes or removes.
       - Passwords in the credential files are shown as C(********).
-  platform:
+  idempotent:
     support: full
-    platforms: posix
 requirements:
   - apt-get, dpkg-query and apt-cache (Debian, Ubuntu) or dnf and rpm (RHEL, Rocky, AlmaLinux) on the node.
 seealso:

@@ -87,18 +87,21 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
   - gpuops.platform.nvml
 attributes:
   check_mode:
     support: full
-    description: Returns the full plan, RV(k8s_resources) and C(changed) without touching a GPU.
+    details: Returns the full plan, RV(k8s_resources) and C(changed) without touching a GPU.
   diff_mode:
     support: full
-    description: Shows each GPU's MIG mode and instances at their placements before and after.
-  platform:
+    details: Shows each GPU's MIG mode and instances at their placements before and after.
+  idempotent:
     support: full
-    platforms: posix
-    description: Runs on Linux GPU nodes with the NVIDIA driver; plans anywhere with replayed facts.
+    details: Layouts are compared by profile and count, so a GPU already in the wanted layout is left alone.
+  platform:
+    details: Runs on Linux GPU nodes with the NVIDIA driver; plans anywhere with replayed facts.
 notes:
   - Entries may select GPUs by index (C(devices)) and by PCI device id (C(device-filter)); a GPU selected
     by no entry is left as it is, and a GPU selected by two entries is an error.

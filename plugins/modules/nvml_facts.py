@@ -54,19 +54,15 @@ options:
       - A GPU at its shutdown threshold is always C(critical).
     type: int
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
+  - gpuops.platform.attributes.read_only
+  - gpuops.platform.attributes.facts
   - gpuops.platform.nvml
 attributes:
   check_mode:
     support: full
     details: Gathers facts only; nothing changes in either mode.
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
 notes:
   - O(temperature_warning_c) applies to facts gathered from NVML; replayed facts keep the
     health they were recorded with.
