@@ -44,12 +44,28 @@ attributes:
     READ_ONLY = r"""
 options: {}
 attributes:
+  check_mode:
+    support: full
+    details: This action does not modify state; it runs the same in check mode.
   diff_mode:
     support: none
     details: This action does not modify state, so there is nothing to diff.
   idempotent:
     support: full
     details: This action does not modify state.
+"""
+
+    # With DOCUMENTATION: a module that converges state it fully predicts, so it supports all three;
+    # the module adds what its check mode reports and what its diff shows in each C(details).
+    CONVERGE = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
 """
 
     # With DOCUMENTATION: a module implemented by an action plugin that runs on the controller only.
@@ -70,7 +86,7 @@ attributes:
   platform:
     support: full
     platforms: all
-    details: Runs on the controller; the managed host's platform does not matter.
+    details: Runs on the controller and makes no connection to the host, so the host's platform does not matter.
 """
 
     # With DOCUMENTATION: a module that returns facts.

@@ -27,7 +27,6 @@ description:
     the inventory or extra variables).
   - Roles added to the collection are checked as soon as their variables are in their argument specs; nothing
     here lists roles.
-  - Runs on the controller; makes no connection to the host.
 author:
   - gpuops.platform maintainers (@gpuops)
 options:
@@ -48,14 +47,7 @@ options:
       - Check C(gpuops_*) variables of the current host as well.
     type: bool
     default: true
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.controller
-  - gpuops.platform.attributes.read_only
-attributes:
-  check_mode:
-    support: full
-    details: Reads variables only; nothing changes in either mode.
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller, gpuops.platform.attributes.read_only]
 notes:
   - The check reads the roles' files once per run; it costs no round trip to the host.
 """

@@ -55,18 +55,10 @@ options:
         test, the GPU and DCGM's message. The results are returned either way.
     type: bool
     default: true
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.node
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.read_only]
 attributes:
   check_mode:
-    support: full
     details: In check mode the diagnostic is not run (it loads the GPUs); the command that would run is returned.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-    details: A diagnostic changes nothing on the node; the module never reports C(changed).
 notes:
   - A diagnostic changes nothing on the node; the module never reports C(changed).
   - Level 3 and 4 load the GPUs for a long time; run them on drained nodes.

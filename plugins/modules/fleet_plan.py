@@ -96,9 +96,7 @@ options:
         them to the hosts for the Kubernetes layer of the same run.
     type: bool
     default: false
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.controller
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller]
 attributes:
   check_mode:
     support: full
@@ -129,14 +127,20 @@ EXAMPLES = r"""
   run_once: true
   delegate_to: localhost
 
-- name: Report every problem without failing the play
+- name: Report every problem of the H100 nodes without failing the play
   gpuops.platform.fleet_plan:
     facts_dir: /srv/gpuops/facts
-    report_dir: /srv/gpuops/report
+    report_dir: /srv/gpuops/report-h100
+    hosts: "{{ groups['gpu_nodes'] | select('search', 'h100') | list }}"
     fail_on_invalid: false
   register: fleet
   run_once: true
   delegate_to: localhost
+
+- name: Show the hosts that cannot be planned
+  ansible.builtin.debug:
+    var: fleet.errors
+  run_once: true
 """
 
 RETURN = r"""

@@ -67,14 +67,7 @@ options:
     description: Treat a loaded nvidia module of another branch or version as a problem (by default a warning).
     type: bool
     default: false
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.node
-  - gpuops.platform.attributes.read_only
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.read_only]
 seealso:
   - module: gpuops.platform.nvidia_driver
 """

@@ -73,9 +73,7 @@ options:
   validate_certs:
     description: Verify the API server's certificate.
     type: bool
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.node
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node]
 attributes:
   check_mode:
     support: full
@@ -85,8 +83,6 @@ attributes:
   idempotent:
     support: full
     details: Once the stale members are pruned and the parent is written, a second run changes nothing.
-  platform:
-    details: Talks to the Kubernetes API from wherever it runs (usually the controller).
 requirements:
   - kubernetes (Python) >= 24.2.0
 """

@@ -21,7 +21,6 @@ description:
   - With O(prune=true), removes the render's own files under O(path) that neither O(files) nor O(keep) names, so
     a layer, release or object that is no longer planned does not linger in a GitOps repository. Other files
     there (a README, a kustomization) are never touched.
-  - Runs on the controller; makes no connection to the host.
 author:
   - gpuops.platform maintainers (@gpuops)
 options:
@@ -54,20 +53,13 @@ options:
     type: list
     elements: str
     default: []
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.controller
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller, gpuops.platform.attributes.converge]
 attributes:
   check_mode:
-    support: full
     details: Reports what would be written and removed without writing. The k8s_apply role runs it with
       C(check_mode=false), because the render folder is the output of a plan, not state on a host.
   diff_mode:
-    support: full
     details: Before and after text of every manifest written or removed.
-  idempotent:
-    support: full
-    details: A second render of the same objects writes and removes nothing.
 notes:
   - One task writes a whole layer, where a copy loop costs a module run per file.
 """

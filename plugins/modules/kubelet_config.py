@@ -68,18 +68,12 @@ options:
     description: C(reservedMemory), a list of C({numaNode, limits}) (needed by the Static memory policy).
     type: list
     elements: dict
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.node
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.converge]
 attributes:
   check_mode:
-    support: full
     details: Reports the file that would change, its diff, and whether the manager checkpoints would need a reset.
   diff_mode:
-    support: full
     details: Real before and after text of the config file or drop-in.
-  idempotent:
-    support: full
 notes:
   - Files are written atomically; an existing file keeps its owner and mode.
 """

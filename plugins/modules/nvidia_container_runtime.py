@@ -142,18 +142,13 @@ options:
     description: Keep a timestamped copy of every file before it is changed.
     type: bool
     default: false
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.node
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.converge]
 attributes:
   check_mode:
-    support: full
     details: Reports the files that would change, with a diff, and whether the CDI spec would be generated.
   diff_mode:
-    support: full
     details: Real before and after text of every config file changed (not of the generated CDI spec).
   idempotent:
-    support: full
     details: The CDI spec is generated again only when it is missing or stale.
 notes:
   - "Deliberate differences from C(nvidia-ctk runtime configure): a containerd config that names no runtime gets

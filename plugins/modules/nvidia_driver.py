@@ -171,20 +171,14 @@ notes:
   - Package choices per distribution are documented in the C(nvidia_driver) role README.
   - Debian/Ubuntu CUDA repository packages installed are C(nvidia-open-<branch>) or C(cuda-drivers-<branch>) at the
     exact package version whose upstream part is the wanted version, plus C(nvidia-fabricmanager-<branch>) and DCGM when asked.
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.node
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.converge]
 attributes:
   check_mode:
-    support: full
     details: Only queries run; RV(plan) lists the commands and file changes that would be made.
   diff_mode:
-    support: full
     details:
       - Shows the repository, pin, hold, blacklist and DKMS configuration files it writes or removes.
       - Passwords in the credential files are shown as C(********).
-  idempotent:
-    support: full
 requirements:
   - apt-get, dpkg-query and apt-cache (Debian, Ubuntu) or dnf and rpm (RHEL, Rocky, AlmaLinux) on the node.
 seealso:

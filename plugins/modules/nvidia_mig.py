@@ -86,19 +86,13 @@ options:
         daemon). Without it the module refuses to change a GPU that runs compute processes.
     type: bool
     default: false
-extends_documentation_fragment:
-  - gpuops.platform.attributes
-  - gpuops.platform.attributes.node
-  - gpuops.platform.nvml
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.converge, gpuops.platform.nvml]
 attributes:
   check_mode:
-    support: full
     details: Returns the full plan, RV(k8s_resources) and C(changed) without touching a GPU.
   diff_mode:
-    support: full
     details: Shows each GPU's MIG mode and instances at their placements before and after.
   idempotent:
-    support: full
     details: Layouts are compared by profile and count, so a GPU already in the wanted layout is left alone.
   platform:
     details: Runs on Linux GPU nodes with the NVIDIA driver; plans anywhere with replayed facts.
