@@ -25,14 +25,7 @@ __metaclass__ = type
 import copy
 import re
 
-try:
-    import yaml
-    HAS_YAML = True
-    YAML_IMPORT_ERROR = None
-except ImportError as _err:  # pragma: no cover - depends on the target
-    yaml = None
-    HAS_YAML = False
-    YAML_IMPORT_ERROR = _err
+from ansible_collections.gpuops.platform.plugins.module_utils._common.optional_yaml import yaml
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
