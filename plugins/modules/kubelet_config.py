@@ -120,7 +120,6 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
-from ansible_collections.gpuops.platform.plugins.module_utils._common.optional_yaml import HAS_YAML, YAML_IMPORT_ERROR
 from ansible_collections.gpuops.platform.plugins.module_utils._node import kubelet_config as core
 
 CPU_ONLINE = "/sys/devices/system/cpu/online"
@@ -174,8 +173,8 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not HAS_YAML:
-        module.fail_json(msg=missing_required_lib("PyYAML (python3-yaml)"), exception=str(YAML_IMPORT_ERROR))
+    if not core.HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML (python3-yaml)"), exception=str(core.YAML_IMPORT_ERROR))
     params = module.params
     config_path = params["config_path"]
     config_text = _read(config_path)

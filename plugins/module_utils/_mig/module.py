@@ -19,11 +19,13 @@ import json
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.platform.plugins.module_utils._common.optional_yaml import HAS_YAML, yaml
+from ansible_collections.gpuops.platform.plugins.module_utils._common.imports import optional_import
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as mig_apply
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml_utils
+
+yaml, _YAML_IMPORT_ERROR = optional_import("yaml")
 
 
 def read_document(module, path, option):
@@ -37,7 +39,7 @@ def read_document(module, path, option):
     except (ValueError, RecursionError):
         # RecursionError: Python before 3.12 refuses deeply nested JSON; YAML says what it is
         pass
-    if not HAS_YAML:
+    if yaml is None:
         module.fail_json(msg=missing_required_lib("PyYAML", reason="to read the YAML file %s" % path))
     try:
         # libyaml's loader where PyYAML has it: NVIDIA's config files load 10x faster

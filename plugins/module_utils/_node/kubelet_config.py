@@ -25,7 +25,10 @@ __metaclass__ = type
 import copy
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils._common.optional_yaml import yaml
+from ansible_collections.gpuops.platform.plugins.module_utils._common.imports import optional_import
+
+yaml, YAML_IMPORT_ERROR = optional_import("yaml")
+HAS_YAML = yaml is not None
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
