@@ -279,35 +279,13 @@ cdi:
       sample: [nvidia-cdi-refresh.path, nvidia-cdi-refresh.service]
 """
 
-import os
-import re
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
-    DEFAULT_CONFIG_PATHS,
-    HAS_TOMLKIT,
-    TOMLKIT_IMPORT_ERROR,
-    ConfigError,
-    read_text,
-)
-from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.cdi import (
-    CDI_REFRESH_UNITS,
-    DEFAULT_CDI_SPEC,
-    DRIVER_VERSION_FILES,
-    SYSTEMD_UNIT_DIRS,
-    cdi_decision,
-    driver_version_from,
-)
-from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import (
-    builtin_runtimes_from_default,
-    config_version_for,
-    plan_containerd,
-)
-from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.crio import plan_crio
-from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.docker import plan_docker
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR, ConfigError
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.cdi import DEFAULT_CDI_SPEC, SYSTEMD_UNIT_DIRS, handle_cdi
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.files import write_edits
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.module import build_plan, check_params
 
 ARGUMENT_SPEC = dict(
     runtime=dict(type="str", required=True, choices=["containerd", "crio", "docker"]),
@@ -331,210 +309,10 @@ ARGUMENT_SPEC = dict(
 )
 
 
-# A runtime name becomes a TOML table key, a docker runtime name and a Kubernetes
-# RuntimeClass handler (a DNS label): letters, digits, '-' and '_' only.
-RUNTIME_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\Z")
-# What may be in a path written into a config: no whitespace, quotes, backslashes or control characters.
-SAFE_PATH = re.compile(r'^/[^\s"\'\\\x00-\x1f\x7f]*\Z')
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-DRIVER_VERSION = re.compile(r"^\d+(?:\.\d+){1,3}\Z")
-
-
-def _check_values(params):
-    """Values that would reach a config, a table key or a command line: an error before anything is read."""
-    name = params["runtime_name"]
-    if not RUNTIME_NAME.match(name or ""):
-        return ("runtime_name %r is not valid: use 1 to 63 letters, digits, '-' or '_', starting and ending with a "
-                "letter or digit (it becomes a config table key, a docker runtime name and a Kubernetes "
-                "RuntimeClass handler). Nothing was changed." % (name,))
-    path = params["nvidia_runtime_path"]
-    if not SAFE_PATH.match(path or ""):
-        return ("nvidia_runtime_path %r is not valid: give the absolute path of the NVIDIA Container Runtime, "
-                "without whitespace, quotes, backslashes or control characters. Nothing was changed." % (path,))
-    for option, value in (("config_path", params["config_path"]), ("drop_in_path", params["drop_in_path"]),
-                          ("cdi.output", params["cdi"]["output"]),
-                          ("cdi.nvidia_ctk_path", params["cdi"]["nvidia_ctk_path"])):
-        if value and CONTROL.search(value):
-            return "%s %r contains a control character; give a plain path. Nothing was changed." % (option, value)
-    version = params["cdi"]["driver_version"]
-    if version and not DRIVER_VERSION.match(version):
-        return ("cdi.driver_version %r is not a driver version such as 570.172.08. Nothing was changed."
-                % (version,))
-    return None
-
-
-def _check_options(params):
-    """Options that contradict each other: an error before anything is read."""
-    runtime = params["runtime"]
-    if runtime == "docker" and (params["mode"] or params["drop_in_path"]):
-        return "conflicting options: docker has a single daemon.json; mode and drop_in_path do not apply"
-    if runtime == "crio" and params["mode"] == "in_place":
-        return "conflicting options: CRI-O is configured with a drop-in only; use mode=drop_in or leave mode unset"
-    if runtime != "containerd" and params["containerd_config_version"] != "auto":
-        return "conflicting options: containerd_config_version applies to runtime=containerd only"
-    if runtime != "containerd" and params["systemd_cgroup"] is not None:
-        return "conflicting options: systemd_cgroup applies to runtime=containerd only"
-    if runtime == "containerd" and params["mode"] != "drop_in" and params["drop_in_path"]:
-        return "conflicting options: drop_in_path needs mode=drop_in"
-    return None
-
-
-def _containerd_version(module, config_path):
-    """The requested config version, or the one containerd writes when there is no config to read it from."""
-    wanted = module.params["containerd_config_version"]
-    if wanted != "auto":
-        return int(wanted)
-    text = read_text(config_path)
-    if text and re.search(r"^\s*version\s*=", text, re.MULTILINE):
-        return None  # the config's own version key decides
-    binary = module.get_bin_path("containerd")
-    if not binary:
-        return None
-    rc, out, err = module.run_command([binary, "--version"])
-    if rc != 0:
-        module.warn("`%s --version` failed (rc=%d): %s" % (binary, rc, err.strip()))
-        return None
-    return config_version_for(out)
-
-
-def _builtin_runtimes(module):
-    """containerd's built-in runtimes (from ``containerd config default``), read only when a config names none."""
-    def load(_version):
-        binary = module.get_bin_path("containerd")
-        if not binary:
-            return None
-        rc, out, _err = module.run_command([binary, "config", "default"])
-        return builtin_runtimes_from_default(out) if rc == 0 else None
-    return load
-
-
-def build_plan(module):
-    params = module.params
-    runtime = params["runtime"]
-    config_path = params["config_path"] or DEFAULT_CONFIG_PATHS[runtime]
-    common = dict(runtime_name=params["runtime_name"], runtime_path=params["nvidia_runtime_path"],
-                  set_as_default=params["set_as_default"])
-    if runtime == "containerd":
-        return plan_containerd(config_path, mode=params["mode"] or "in_place",
-                               config_version=_containerd_version(module, config_path),
-                               enable_cdi=params["enable_cdi"],
-                               cdi_spec_dir=os.path.dirname(params["cdi"]["output"]),
-                               systemd_cgroup=params["systemd_cgroup"], drop_in_path=params["drop_in_path"],
-                               builtin_runtimes=_builtin_runtimes(module), **common)
-    if runtime == "crio":
-        if params["enable_cdi"]:
-            module.warn("CRI-O always enables CDI; enable_cdi has no effect on it")
-        return plan_crio(config_path, drop_in_path=params["drop_in_path"], **common)
-    return plan_docker(config_path, enable_cdi=params["enable_cdi"], **common)
-
-
-def write_target(path):
-    """The file a write of ``path`` goes to: through a symlink to its target, like copy's ``follow=yes``.
-
-    Replacing the link by a regular file would leave its target (the file the
-    engine may really read, for example from a config management checkout) stale.
-    """
-    return os.path.realpath(path) if os.path.islink(path) else path
-
-
-def write_file(module, path, text):
-    """Write ``text`` to ``path`` (through a symlink) atomically.
-
-    ``module.atomic_move`` gives an existing file's mode, owner and SELinux
-    context to the new content; a new file gets the default mode for the umask.
-    """
-    target = write_target(path)
-    directory = os.path.dirname(target)
-    if not os.path.isdir(directory):
-        if target != path:
-            raise ConfigError("%s is a symlink to %s, whose directory does not exist; fix the link and run again"
-                              % (path, target))
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(target))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(to_bytes(text))
-        module.atomic_move(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _installed_driver_version(given):
-    if given:
-        return given
-    for path in DRIVER_VERSION_FILES:
-        try:
-            found = driver_version_from(read_text(path))
-        except ConfigError:
-            found = None
-        if found:
-            return found
-    return None
-
-
-def handle_cdi(module):
-    options = module.params["cdi"]
-    output = options["output"]
-    units = [unit for unit in CDI_REFRESH_UNITS
-             if any(os.path.exists(os.path.join(d, unit)) for d in SYSTEMD_UNIT_DIRS)]
-    result = dict(state="disabled", changed=False, reason="cdi.generate is false", output=output,
-                  driver_version=None, command=[], refresh_units=units)
-    if not options["generate"]:
-        return result
-    driver_version = _installed_driver_version(options["driver_version"])
-    result["driver_version"] = driver_version
-    try:
-        spec_text = read_text(output)
-    except ConfigError:
-        spec_text = ""  # unreadable: regenerate
-    generate, reason = cdi_decision(spec_text, driver_version, options["force"])
-    result["reason"] = reason
-    if not generate:
-        result["state"] = "current" if spec_text is not None else "skipped"
-        return result
-    nvidia_ctk = options["nvidia_ctk_path"] or module.get_bin_path("nvidia-ctk")
-    result["command"] = [nvidia_ctk or "nvidia-ctk", "cdi", "generate", "--output=%s" % output]
-    if not nvidia_ctk or not os.path.exists(nvidia_ctk):
-        result.update(state="skipped", reason="%s, but nvidia-ctk is not installed" % reason)
-        return result
-    if module.check_mode:
-        result.update(state="would_generate", changed=True)
-        return result
-    target = write_target(output)
-    directory = os.path.dirname(target)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".nvidia-cdi.", suffix=os.path.splitext(output)[1])
-    os.close(fd)
-    try:
-        command = [nvidia_ctk, "cdi", "generate", "--output=%s" % tmp]
-        rc, out, err = module.run_command(command)
-        if rc != 0:
-            module.fail_json(msg="`%s` failed (rc=%d): %s" % (" ".join(command), rc, (err or out).strip()),
-                             cdi=result)
-        with open(tmp, "rb") as handle:
-            new = handle.read().decode("utf-8", "replace")
-        if new == spec_text:
-            result.update(state="current", reason="%s; the generated spec is identical" % reason)
-            return result
-        os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, target)
-        result.update(state="generated", changed=True)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return result
-
-
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    conflict = _check_values(params) or _check_options(params)
-    for option in ("config_path", "drop_in_path"):
-        if not conflict and params[option] and os.path.isdir(params[option]):
-            conflict = ("%s %s is a directory; give the path of the file. Nothing was changed."
-                        % (option, params[option]))
+    conflict = check_params(params)
     if conflict:
         module.fail_json(msg=conflict)
     if params["runtime"] in ("containerd", "crio") and not HAS_TOMLKIT:
@@ -560,19 +338,11 @@ def main():
         result["diff"] = [dict(before=edit.before or "", after=edit.after, before_header=edit.path,
                                after_header=edit.path) for edit in edits]
     if edits and not module.check_mode:
-        backups = {}
-        # The drop-in first, then the config that imports it: never an import of a missing file.
-        for edit in reversed(edits):
-            if params["backup"] and edit.before is not None:
-                backups[edit.path] = module.backup_local(write_target(edit.path))
-            try:
-                write_file(module, edit.path, edit.after)
-            except (IOError, OSError, ConfigError) as exc:
-                module.fail_json(msg="cannot write %s: %s" % (edit.path, to_native(exc)), **result)
+        backups = write_edits(module, edits, params["backup"], result)
         if backups:
             result["backup_files"] = backups
 
-    result["cdi"] = handle_cdi(module)
+    result["cdi"] = handle_cdi(module, SYSTEMD_UNIT_DIRS)
     result["changed"] = result["changed"] or result["cdi"]["changed"]
     module.exit_json(**result)
 
