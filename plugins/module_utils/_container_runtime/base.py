@@ -43,6 +43,9 @@ HAS_FAST_TOML = _fast_toml is not None
 NVIDIA_RUNTIME_NAME = "nvidia"
 DEFAULT_NVIDIA_RUNTIME_PATH = "/usr/bin/nvidia-container-runtime"
 DROP_IN_NAME = "99-nvidia.toml"
+# Runtimes whose settings the NVIDIA runtime inherits, in order (after the default runtime).
+LOW_LEVEL_RUNTIMES = ("runc", "crun")
+WRITTEN_BY = "# The NVIDIA runtime for %s, written by gpuops.platform.nvidia_container_runtime.\n"
 
 DEFAULT_CONFIG_PATHS = {
     "containerd": "/etc/containerd/config.toml",
@@ -200,6 +203,22 @@ def lookup(container, path):
             return None
         node = node[key]
     return node
+
+
+def inherited_runtime(runtimes, default_name, runtime_name, skip_nvidia_default=False):
+    """The runtime whose settings the NVIDIA runtime inherits: the default one, then runc, crun.
+
+    With ``skip_nvidia_default`` (containerd, like nvidia-ctk's ``engine.GetLowLevelRuntimes``),
+    a default whose name starts with ``nvidia`` (``nvidia-cdi``, ``nvidia-legacy``) is no
+    low-level runtime to copy.
+    """
+    candidates = [default_name] if default_name and default_name != runtime_name \
+        and not (skip_nvidia_default and str(default_name).startswith("nvidia")) else []
+    candidates.extend(LOW_LEVEL_RUNTIMES)
+    for name in candidates:
+        if isinstance((runtimes or {}).get(name), dict):
+            return name
+    return None
 
 
 def deep_merge(base, override):

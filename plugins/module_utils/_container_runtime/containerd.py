@@ -31,6 +31,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
     DROP_IN_NAME,
     NVIDIA_RUNTIME_NAME,
     ConfigError,
+    WRITTEN_BY,
     FileEdit,
     Plan,
     add_fresh_table,
@@ -41,6 +42,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
     ensure_path,
     ensure_table,
     check_tables,
+    inherited_runtime,
     is_real_table,
     load_plain,
     lookup,
@@ -61,18 +63,16 @@ CRI_PLUGINS = {
 }
 SUPPORTED_VERSIONS = tuple(sorted(CRI_PLUGINS))
 RUNC_V2_SHIM = "io.containerd.runc.v2"
-# Runtimes whose options the NVIDIA runtime inherits, in order (after the default runtime).
-LOW_LEVEL_RUNTIMES = ("runc", "crun")
 DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
 
 DROP_IN_HEADER = {
     2: (
-        "# The NVIDIA runtime for containerd, written by gpuops.platform.nvidia_container_runtime.\n"
-        "# containerd 1.x replaces a whole plugin section on import, so this file carries the\n"
+        WRITTEN_BY % "containerd"
+        + "# containerd 1.x replaces a whole plugin section on import, so this file carries the\n"
         "# complete CRI plugin section of %s with the NVIDIA runtime added.\n"
         "# Change CRI settings there: this file follows on the next run.\n"
     ),
-    3: "# The NVIDIA runtime for containerd, written by gpuops.platform.nvidia_container_runtime.\n",
+    3: WRITTEN_BY % "containerd",
 }
 
 
@@ -211,21 +211,6 @@ class _Options(object):
         self.systemd_cgroup = systemd_cgroup
 
 
-def _source_runtime_name(runtimes, default_name, runtime_name):
-    """The runtime whose settings the NVIDIA runtime inherits: the default one, then runc, crun.
-
-    Like nvidia-ctk (``engine.GetLowLevelRuntimes``), a default whose name starts
-    with ``nvidia`` (``nvidia-cdi``, ``nvidia-legacy``) is no low-level runtime to copy.
-    """
-    candidates = [default_name] if default_name and default_name != runtime_name \
-        and not str(default_name).startswith("nvidia") else []
-    candidates.extend(LOW_LEVEL_RUNTIMES)
-    for name in candidates:
-        if isinstance((runtimes or {}).get(name), dict):
-            return name
-    return None
-
-
 def _configure_cri(doc, version, effective_cri, opts):
     """Put the NVIDIA runtime into ``doc``; ``effective_cri`` is the CRI section containerd would see.
 
@@ -250,7 +235,7 @@ def _configure_cri(doc, version, effective_cri, opts):
         # Read again: a table split across the file is a view that does not see what was added.
         runtimes = lookup(doc, runtimes_path)
     default_name = lookup(effective_cri, ["containerd", "default_runtime_name"])
-    source_name = _source_runtime_name(effective_runtimes, default_name, opts.runtime_name)
+    source_name = inherited_runtime(effective_runtimes, default_name, opts.runtime_name, skip_nvidia_default=True)
     source = effective_runtimes.get(source_name) if source_name else {}
     source_options = source.get("options") if isinstance(source.get("options"), dict) else {}
 

@@ -155,3 +155,15 @@ class TestSetAsDefaultOff:
               '[crio.runtime]\ndefault_runtime = "%s"\n' % default)
         after = plan_crio(config, set_as_default=False).edits[0].after
         assert ("default_runtime" in load_toml(after)["crio"]["runtime"]) is kept
+
+
+def test_inherited_runtime_order_and_nvidia_default():
+    from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import inherited_runtime
+    runtimes = {"runc": {}, "crun": {}, "nvidia-cdi": {}, "kata": {}}
+    assert inherited_runtime(runtimes, "kata", "nvidia") == "kata"
+    assert inherited_runtime(runtimes, "nvidia", "nvidia") == "runc"  # never itself
+    assert inherited_runtime({"crun": {}}, None, "nvidia") == "crun"
+    assert inherited_runtime({"runc": "not a table"}, None, "nvidia") is None
+    # CRI-O copies an nvidia-named default; containerd, like nvidia-ctk, skips it.
+    assert inherited_runtime(runtimes, "nvidia-cdi", "nvidia") == "nvidia-cdi"
+    assert inherited_runtime(runtimes, "nvidia-cdi", "nvidia", skip_nvidia_default=True) == "runc"
