@@ -22,6 +22,7 @@ import ctypes
 
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml.collect import nvml_text
 
 # GPU instance ids are small (the driver hands out 1-14 on 7-slice GPUs) and compute
 # instance ids are 0-7; looking them up by id avoids ctypes handle arrays.
@@ -55,12 +56,6 @@ def error_text(exc):
     if text.startswith("NVML Error with code") and code in _ERROR_TEXT:
         return _ERROR_TEXT[code]
     return text
-
-
-def _text(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
 
 
 class NvmlMig(object):
@@ -100,28 +95,30 @@ class NvmlMig(object):
             found[int(info.id)] = (index, mig_profiles._nvml_profile_name(info))
         return found
 
+    def _by_id(self, lookup, parent, count):
+        """``(id, handle)`` of every instance ``lookup(parent, id)`` finds for ids below ``count``.
+
+        NVML answers NOT_FOUND (or INVALID_ARGUMENT past the GPU's own limit) for a free id.
+        """
+        nvml = self.nvml
+        for item_id in range(count):
+            try:
+                found = lookup(parent, item_id)
+            except nvml.NVMLError as exc:
+                if self._code(exc) in (nvml.NVML_ERROR_NOT_FOUND, nvml.NVML_ERROR_INVALID_ARGUMENT):
+                    continue
+                raise
+            yield item_id, found
+
     def gpu_instances(self, handle):
         """Current GPU instances with their compute instances, by GPU instance id."""
         nvml = self.nvml
         names = self.profiles_by_id(handle)
         found = {}
-        for gi_id in range(MAX_GPU_INSTANCE_ID):
-            try:
-                gi = nvml.nvmlDeviceGetGpuInstanceById(handle, gi_id)
-            except nvml.NVMLError as exc:
-                if self._code(exc) in (nvml.NVML_ERROR_NOT_FOUND, nvml.NVML_ERROR_INVALID_ARGUMENT):
-                    continue
-                raise
+        for _gi_id, gi in self._by_id(nvml.nvmlDeviceGetGpuInstanceById, handle, MAX_GPU_INSTANCE_ID):
             info = nvml.nvmlGpuInstanceGetInfo(gi)
-            cis = []
-            for ci_id in range(MAX_COMPUTE_INSTANCE_ID):
-                try:
-                    ci = nvml.nvmlGpuInstanceGetComputeInstanceById(gi, ci_id)
-                except nvml.NVMLError as exc:
-                    if self._code(exc) in (nvml.NVML_ERROR_NOT_FOUND, nvml.NVML_ERROR_INVALID_ARGUMENT):
-                        continue
-                    raise
-                cis.append({"id": ci_id, "handle": ci})
+            cis = [{"id": ci_id, "handle": ci} for ci_id, ci in
+                   self._by_id(nvml.nvmlGpuInstanceGetComputeInstanceById, gi, MAX_COMPUTE_INSTANCE_ID)]
             found[int(info.id)] = {
                 "id": int(info.id), "handle": gi, "profile_id": int(info.profileId),
                 "profile": names.get(int(info.profileId), (None, "unknown"))[1],
@@ -140,7 +137,7 @@ class NvmlMig(object):
                 if self._code(exc) == nvml.NVML_ERROR_NOT_FOUND:
                     continue
                 raise
-            devices.append({"index": index, "uuid": _text(nvml.nvmlDeviceGetUUID(dev)),
+            devices.append({"index": index, "uuid": nvml_text(nvml.nvmlDeviceGetUUID(dev)),
                             "gpu_instance_id": int(nvml.nvmlDeviceGetGpuInstanceId(dev)),
                             "compute_instance_id": int(nvml.nvmlDeviceGetComputeInstanceId(dev))})
         return devices
@@ -169,8 +166,8 @@ class NvmlMig(object):
         pci = nvml.nvmlDeviceGetPciInfo(handle)
         current, pending = self.mig_mode(handle)
         gpu = {
-            "index": index, "uuid": _text(nvml.nvmlDeviceGetUUID(handle)), "name": _text(nvml.nvmlDeviceGetName(handle)),
-            "pci": {"bus_id": _text(pci.busId), "device_id": "0x%08X" % pci.pciDeviceId},
+            "index": index, "uuid": nvml_text(nvml.nvmlDeviceGetUUID(handle)), "name": nvml_text(nvml.nvmlDeviceGetName(handle)),
+            "pci": {"bus_id": nvml_text(pci.busId), "device_id": "0x%08X" % pci.pciDeviceId},
             "mig": {"supported": current is not None, "current_mode": current, "pending_mode": pending,
                     "devices": []},
             "compute_processes": len(self.processes(handle)),

@@ -191,11 +191,11 @@ class _Collector(object):
 
     def system(self, facts):
         errors = []
-        facts["driver_version"] = _text(self.query(errors, "nvmlSystemGetDriverVersion"))
+        facts["driver_version"] = nvml_text(self.query(errors, "nvmlSystemGetDriverVersion"))
         cuda = self.query(errors, "nvmlSystemGetCudaDriverVersion")
         if cuda:
             facts["cuda_driver_version"] = "%d.%d" % (cuda // 1000, (cuda % 1000) // 10)
-        facts["nvml_version"] = _text(self.query(errors, "nvmlSystemGetNVMLVersion"))
+        facts["nvml_version"] = nvml_text(self.query(errors, "nvmlSystemGetNVMLVersion"))
         return errors
 
     def gpu(self, index):
@@ -212,16 +212,16 @@ class _Collector(object):
     def _fill(self, gpu, h):
         q = self.query
         err = gpu["errors"]
-        gpu["uuid"] = _text(q(err, "nvmlDeviceGetUUID", h))
-        gpu["name"] = _text(q(err, "nvmlDeviceGetName", h))
-        gpu["serial"] = _text(q(err, "nvmlDeviceGetSerial", h))
-        gpu["board_part_number"] = _text(q(err, "nvmlDeviceGetBoardPartNumber", h))
+        gpu["uuid"] = nvml_text(q(err, "nvmlDeviceGetUUID", h))
+        gpu["name"] = nvml_text(q(err, "nvmlDeviceGetName", h))
+        gpu["serial"] = nvml_text(q(err, "nvmlDeviceGetSerial", h))
+        gpu["board_part_number"] = nvml_text(q(err, "nvmlDeviceGetBoardPartNumber", h))
         arch = q(err, "nvmlDeviceGetArchitecture", h)
         gpu["architecture"] = self.arch_names.get(arch) if arch is not None else None
 
         pci = q(err, "nvmlDeviceGetPciInfo", h)
         if pci is not None:
-            gpu["pci"] = {"bus_id": _text(pci.busId), "device_id": "0x%08X" % pci.pciDeviceId}
+            gpu["pci"] = {"bus_id": nvml_text(pci.busId), "device_id": "0x%08X" % pci.pciDeviceId}
 
         mem = q(err, "nvmlDeviceGetMemoryInfo", h)
         if mem is not None:
@@ -312,7 +312,7 @@ class _Collector(object):
                 remote = self.query(err, "nvmlDeviceGetNvLinkRemoteDeviceType", h, link, args_in_label=True)
                 entry["remote_type"] = _NVLINK_REMOTE.get(remote, "unknown") if remote is not None else None
                 pci = self.query(err, "nvmlDeviceGetNvLinkRemotePciInfo", h, link, args_in_label=True)
-                entry["remote_bus_id"] = _text(pci.busId) if pci is not None else None
+                entry["remote_bus_id"] = nvml_text(pci.busId) if pci is not None else None
             links.append(entry)
         return links
 
@@ -356,7 +356,7 @@ class _Collector(object):
             device = {"index": index, "gpu_instance_id": gi_id,
                       "compute_instance_id": q(err, "nvmlDeviceGetComputeInstanceId", mig_handle),
                       "profile": None, "placement": {"start": None, "size": None},
-                      "uuid": _text(q(err, "nvmlDeviceGetUUID", mig_handle)), "memory_total_mib": None}
+                      "uuid": nvml_text(q(err, "nvmlDeviceGetUUID", mig_handle)), "memory_total_mib": None}
             if gi_id is not None and gi_id not in instances:
                 gi = q(err, "nvmlDeviceGetGpuInstanceById", h, gi_id)
                 instances[gi_id] = q(err, "nvmlGpuInstanceGetInfo", gi) if gi is not None else None
@@ -376,7 +376,7 @@ class _Collector(object):
         NVML names a MIG device "<GPU name> MIG <profile>", readable without privileges;
         the GPU instance profile table is the fallback for a name without it.
         """
-        name = _text(self.query(err, "nvmlDeviceGetName", mig_handle)) or ""
+        name = nvml_text(self.query(err, "nvmlDeviceGetName", mig_handle)) or ""
         if " MIG " in name:
             return name.split(" MIG ", 1)[1].strip()
         if info is None:
@@ -405,7 +405,7 @@ class _ProfileNames(object):
                                         end=(nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument))
             if info is END or info is None:
                 continue
-            self.names.setdefault(info.id, _text(info.name).replace("MIG ", "", 1))
+            self.names.setdefault(info.id, nvml_text(info.name).replace("MIG ", "", 1))
         return self.names.get(profile_id)
 
 
@@ -782,7 +782,8 @@ def load_replay(path, option="replay_file"):
 # Small conversions
 # ---------------------------------------------------------------------------
 
-def _text(value):
+def nvml_text(value):
+    """A string NVML returned: bytes from older pynvml releases, str from newer ones."""
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value
