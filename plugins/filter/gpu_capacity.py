@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 MIG_STRATEGIES = ("none", "single", "mixed")
@@ -598,16 +600,14 @@ def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, d
     return plans
 
 
-class FilterModule(object):
-    def filters(self):
-        return {
-            "gpu_capacity": gpu_capacity,
-            "gpu_sharing_configs": gpu_sharing_configs,
-            "gpu_product_label": gpu_product_label,
-            "gpu_quota_check": gpu_quota_check,
-            "gpu_tolerations": gpu_tolerations,
-            "gpu_tenant_quota": gpu_tenant_quota,
-            "gpu_allocatable_diff": gpu_allocatable_diff,
-            "gpu_tenants_plan": gpu_tenants_plan,
-            "gpu_dra_driver_check": gpu_dra_driver_check,
-        }
+FilterModule = filter_module(
+    gpu_capacity,
+    gpu_sharing_configs,
+    gpu_product_label,
+    gpu_quota_check,
+    gpu_tolerations,
+    gpu_tenant_quota,
+    gpu_allocatable_diff,
+    gpu_tenants_plan,
+    gpu_dra_driver_check,
+)

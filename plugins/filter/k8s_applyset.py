@@ -18,6 +18,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 
 def k8s_applyset_id(name, namespace):
@@ -45,10 +46,8 @@ def k8s_applyset_identities(objects):
     return out
 
 
-class FilterModule(object):
-    def filters(self):
-        return {
-            "k8s_applyset_id": k8s_applyset_id,
-            "k8s_applyset_members": k8s_applyset_members,
-            "k8s_applyset_identities": k8s_applyset_identities,
-        }
+FilterModule = filter_module(
+    k8s_applyset_id,
+    k8s_applyset_members,
+    k8s_applyset_identities,
+)

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+
 # Helm's release statuses (pkg/release/status.go).
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 KNOWN = ("unknown", "deployed", "uninstalled", "superseded", "failed", "uninstalling") + PENDING
@@ -174,10 +176,8 @@ def k8s_helm_plans(releases, lookups, recover=True):
     return plans
 
 
-class FilterModule(object):
-    def filters(self):
-        return {
-            "k8s_helm_state": k8s_helm_state,
-            "k8s_helm_decide": k8s_helm_decide,
-            "k8s_helm_plans": k8s_helm_plans,
-        }
+FilterModule = filter_module(
+    k8s_helm_state,
+    k8s_helm_decide,
+    k8s_helm_plans,
+)

@@ -22,6 +22,8 @@ import yaml  # a dependency of ansible-core itself
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+
 # Within one scope, the kinds that others depend on come first (the order Helm
 # installs in); kinds not listed (custom resources) follow, by name.
 KIND_WEIGHT = dict((kind, i) for i, kind in enumerate([
@@ -401,19 +403,17 @@ def k8s_nested(flat):
     return out
 
 
-class FilterModule(object):
-    def filters(self):
-        return {
-            "k8s_apply_order": k8s_apply_order,
-            "k8s_phases": k8s_phases,
-            "k8s_manifest": k8s_manifest,
-            "k8s_yaml": k8s_yaml,
-            "k8s_api_kinds": k8s_api_kinds,
-            "k8s_helm_release": k8s_helm_release,
-            "k8s_release_files": k8s_release_files,
-            "k8s_served": k8s_served,
-            "k8s_in_namespaces": k8s_in_namespaces,
-            "k8s_stats_lines": k8s_stats_lines,
-            "k8s_apply_report": k8s_apply_report,
-            "k8s_nested": k8s_nested,
-        }
+FilterModule = filter_module(
+    k8s_apply_order,
+    k8s_phases,
+    k8s_manifest,
+    k8s_yaml,
+    k8s_api_kinds,
+    k8s_helm_release,
+    k8s_release_files,
+    k8s_served,
+    k8s_in_namespaces,
+    k8s_stats_lines,
+    k8s_apply_report,
+    k8s_nested,
+)
