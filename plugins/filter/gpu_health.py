@@ -25,10 +25,12 @@ from ansible.module_utils.common.text.converters import to_text
 
 STATUSES = ("ok", "warning", "critical")
 EFFECTS = ("NoSchedule", "NoExecute", "none")
+# The node label; the annotations are named after it.
+HEALTH_KEY = "gpuops.io/gpu-health"
 DEFAULTS = {
-    "label": "gpuops.io/gpu-health",
-    "reasons_annotation": "gpuops.io/gpu-health-reasons",
-    "cordon_annotation": "gpuops.io/gpu-health-cordoned",
+    "label": HEALTH_KEY,
+    "reasons_annotation": HEALTH_KEY + "-reasons",
+    "cordon_annotation": HEALTH_KEY + "-cordoned",
     "taint_key": "gpuops.io/gpu-unhealthy",
     "taint_value": "true",
     "taint_effect": "NoSchedule",
