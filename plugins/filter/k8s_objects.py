@@ -24,8 +24,14 @@ from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
-# Within one scope, the kinds that others depend on come first (the order Helm
-# installs in); kinds not listed (custom resources) follow, by name.
+# Within one scope, the kinds that others depend on come first. No library gives
+# this order, so it follows Helm's: InstallOrder in helm/helm
+# pkg/releaseutil/kind_sorter.go (Helm 3), with Namespace and
+# CustomResourceDefinition moved first (Helm installs a chart's crds/ before any
+# template; every namespaced object needs its Namespace) and without the kinds
+# the collection never applies (PodSecurityPolicy, the *List kinds,
+# ReplicationController, HorizontalPodAutoscaler, webhook configurations).
+# Kinds not listed (custom resources) follow, by name.
 KIND_WEIGHT = dict((kind, i) for i, kind in enumerate([
     "Namespace", "CustomResourceDefinition", "PriorityClass", "NetworkPolicy",
     "ResourceQuota", "LimitRange", "PodDisruptionBudget", "ServiceAccount",
