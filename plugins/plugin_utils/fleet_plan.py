@@ -27,6 +27,7 @@ import os
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.compat.version import LooseVersion
 
 from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as capacity
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
@@ -55,10 +56,6 @@ DEFAULTS = {
 
 class FleetPlanError(Exception):
     """A problem with the fleet's shared settings (not one host's)."""
-
-
-def _version_key(version):
-    return tuple(int(part) for part in version.split("."))
 
 
 def host_settings(hostvars, name):
@@ -137,7 +134,7 @@ def plan_driver(settings, facts):
         out["action"] = "install"
         out["reasons"].append("no NVIDIA driver is installed")
     elif version and installed != version:
-        older = _version_key(installed) < _version_key(version) if VERSION_RE.match(installed) else True
+        older = LooseVersion(installed) < LooseVersion(version) if VERSION_RE.match(installed) else True
         out["action"] = "upgrade" if older else "downgrade"
         out["reasons"].append("installed %s, wanted %s" % (installed, version))
     elif not version and installed.split(".")[0] != branch:

@@ -222,7 +222,13 @@ def inherited_runtime(runtimes, default_name, runtime_name, skip_nvidia_default=
 
 
 def deep_merge(base, override):
-    """Plain dicts merged key by key, ``override`` winning (containerd 2.x import semantics)."""
+    """Plain dicts merged key by key, ``override`` winning (containerd 2.x import semantics).
+
+    Not dict_transformations.dict_merge: that deep-copies the whole base again at
+    every level, and a containerd config can hold thousands of tables. Here only
+    the dicts on merged paths are new; neither input is changed, and the values
+    shared with them are only read.
+    """
     result = dict(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(result.get(key), dict):

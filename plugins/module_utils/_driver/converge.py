@@ -725,4 +725,7 @@ class Converger(object):
 
 
 def _vtuple(version):
+    # Not LooseVersion: on Python 3 it raises TypeError where one version has a number
+    # and the other a word at the same place (570.172.08-1 against 570.172.08.1), and
+    # rpm's own labelCompare is not importable from every interpreter the module runs on.
     return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.-]", version or "0"))

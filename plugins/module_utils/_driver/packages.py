@@ -603,7 +603,12 @@ def merge_block(text, lines):
 
 
 def set_ini_option(text, section, key, value):
-    """Set ``key = value`` in ``[section]`` of an INI text, keeping everything else."""
+    """Set ``key = value`` in ``[section]`` of an INI text, keeping everything else.
+
+    By hand, not configparser: the file (dnf-automatic's automatic.conf) belongs to
+    the distribution and the admin, and configparser would drop its comments and
+    blank lines and rewrite every other line when writing it back.
+    """
     lines = (text or "").splitlines()
     out, current, done, seen_section = [], None, False, False
     key_re = re.compile(r"^\s*%s\s*=" % re.escape(key))

@@ -22,8 +22,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import re
+
+from ansible.module_utils.common.dict_transformations import dict_merge
 
 from ansible_collections.gpuops.platform.plugins.module_utils._common.imports import optional_import
 
@@ -91,21 +92,15 @@ def dump(data):
     return yaml.safe_dump(data, default_flow_style=False, sort_keys=False)
 
 
-def _overlay(base, top):
-    out = copy.deepcopy(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _overlay(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def effective(config, drop_ins):
-    """The configuration the kubelet runs with: the file, then each drop-in by name."""
+    """The configuration the kubelet runs with: the file, then each drop-in by name.
+
+    dict_merge is the kubelet's overlay: maps merge key by key, anything else
+    (lists included) is replaced whole, and neither input is changed.
+    """
     result = dict(config)
     for dummy, data in sorted(drop_ins.items()):
-        result = _overlay(result, data)
+        result = dict_merge(result, data)
     return result
 
 

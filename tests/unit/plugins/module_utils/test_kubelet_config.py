@@ -97,3 +97,15 @@ def test_other_documents_are_refused():
 def test_cpusets_round_trip():
     assert kc.parse_cpuset("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
     assert kc.format_cpuset({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
+
+
+def test_effective_merges_maps_replaces_lists_and_changes_no_input():
+    import copy
+    config = {"a": {"x": 1, "y": [1, 2]}, "b": 1}
+    drop_ins = {"20-late.conf": {"a": {"x": 2}}, "10-early.conf": {"a": {"y": [3], "x": 9}}}
+    config_before, drop_ins_before = copy.deepcopy(config), copy.deepcopy(drop_ins)
+    result = kc.effective(config, drop_ins)
+    assert result == {"a": {"x": 2, "y": [3]}, "b": 1}
+    assert (config, drop_ins) == (config_before, drop_ins_before)
+    result["a"]["y"].append(4)
+    assert drop_ins == drop_ins_before

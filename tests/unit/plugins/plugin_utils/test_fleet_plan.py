@@ -231,3 +231,11 @@ def test_replay_driver_filter_has_the_module_result_shape():
         fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.x")
     with pytest.raises(AnsibleFilterError, match="replayed"):
         fleet_filter.nvidia_driver_replay_plan({"present": True}, "present")
+
+
+@pytest.mark.parametrize("wanted, action", [("570.99.01", "downgrade"), ("570.1.1", "downgrade"),
+                                            ("575.51.02", "upgrade"), ("570.172.9", "upgrade")])
+def test_driver_plan_compares_versions_part_by_part_as_numbers(wanted, action):
+    out, errors = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version=wanted), fixture("hgx-h100"))
+    assert errors == [] and out["installed"] == "570.172.08"
+    assert out["action"] == action
