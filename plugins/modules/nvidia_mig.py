@@ -220,12 +220,17 @@ actions:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.platform.plugins.module_utils._common.imports import optional_import
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as mig_apply
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import module as mig_module
 
-pynvml, PYNVML_IMPORT_ERROR = optional_import("pynvml")
-HAS_PYNVML = pynvml is not None
+try:
+    import pynvml
+    HAS_PYNVML = True
+    PYNVML_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - depends on the node
+    pynvml = None
+    HAS_PYNVML = False
+    PYNVML_IMPORT_ERROR = exc
 
 
 def nvidia_smi_reset(module):
