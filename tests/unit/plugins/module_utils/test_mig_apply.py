@@ -194,3 +194,25 @@ def test_table_plan_is_checked_against_the_driver_once_mig_is_on():
     assert "GPU 0: the driver's MIG rules reject the layout: no placement of 1g.10gb x4 + 3g.40gb x1" in str(err.value)
     assert err.value.actions == ["GPU 0: MIG mode set to enabled", "GPU 0: reset to activate MIG mode enabled"]
     assert not nvml.node.gpus[0].mig.gpu_instances
+
+
+def test_instance_lookup_skips_free_ids_and_raises_other_errors():
+    nvml, mig, _families = setup(nvml_nodes.h200_mig())
+    calls = []
+
+    def lookup(parent, item_id):
+        calls.append(item_id)
+        if item_id == 1:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        if item_id == 2:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return (parent, item_id)
+
+    assert list(mig._by_id(lookup, "gpu", 4)) == [(0, ("gpu", 0)), (3, ("gpu", 3))]
+    assert calls == [0, 1, 2, 3]
+
+    def broken(_parent, _item_id):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+
+    with pytest.raises(pynvml.NVMLError):
+        list(mig._by_id(broken, "gpu", 4))
