@@ -3,7 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
-"""ApplySet membership of a layer's objects (see module_utils/k8s_applyset.py).
+"""ApplySet membership of a layer's objects (see module_utils/_k8s/applyset.py).
 
 Rendered and applied objects both carry the label, so the two stay equal.
 """
