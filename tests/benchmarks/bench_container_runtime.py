@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import conftest  # noqa: E402  (collection and tests/unit on sys.path)
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import (  # noqa: E402
     plan_containerd,
 )
 

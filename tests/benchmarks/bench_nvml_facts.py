@@ -6,7 +6,7 @@ Not a test: run it by hand, on an idle machine, from the repository root:
     .venv/bin/python tests/benchmarks/bench_nvml_facts.py [--runs 300] [--write docs/benchmarks/nvml_facts.md]
 
 Both sides describe the HGX H100 node (8x H100 80GB HBM3):
-  * nvml:  plugins/module_utils/nvml.py collect() over the fake pynvml built from
+  * nvml:  plugins/module_utils/_nvml/collect.py collect() over the fake pynvml built from
            tests/unit/fakes/nvml_nodes.py:hgx_h100() (no GPU needed);
   * smi:   tests/fixtures/nvidia-smi/hgx-h100.xml (the same node as nvidia-smi -q -x
            prints it) through the minimal parser below, in process, and again behind a
@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import conftest  # noqa: E402  (collection and tests/unit on sys.path)
 
-from ansible_collections.gpuops.platform.plugins.module_utils import nvml as collector  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as collector  # noqa: E402
 from fakes.fake_pynvml import FakeNvml  # noqa: E402
 from fakes.nvml_nodes import hgx_h100  # noqa: E402
 

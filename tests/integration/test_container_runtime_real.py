@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_containerd import (
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import (
     _merge_imported,
     plan_containerd,
 )
-from ansible_collections.gpuops.platform.plugins.module_utils.container_runtime_docker import plan_docker
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.docker import plan_docker
 from container_runtime_helpers import CRI2, CRI3, fixture_text, load_toml
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import driver_packages as pk
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
 
 pytestmark = [
     pytest.mark.slow,

@@ -29,7 +29,7 @@ def _ansible():
 @pytest.fixture(scope="module")
 def run_module(repo_root, tmp_path_factory):
     installed = repo_root / INSTALLED
-    for source in ("plugins/modules/nvml_facts.py", "plugins/module_utils/nvml.py"):
+    for source in ("plugins/modules/nvml_facts.py", "plugins/module_utils/_nvml/collect.py"):
         copy = installed / source
         if not copy.exists() or not filecmp.cmp(str(repo_root / source), str(copy), shallow=False):
             pytest.fail("the installed collection is missing or older than %s: run scripts/bootstrap.sh" % source)

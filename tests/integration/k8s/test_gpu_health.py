@@ -3,14 +3,14 @@
 Each GPU node's facts are a recorded nvml_facts fixture, replayed by the real
 module (gpu_health_replay_file); the warning and critical states are the same
 recording with one fault injected and the health recomputed by the collector
-(plugins/module_utils/nvml.py finish()), so the states are the module's own.
+(plugins/module_utils/_nvml/collect.py finish()), so the states are the module's own.
 """
 import copy
 import json
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.module_utils import nvml
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 from fake_apiserver import FakeAPIServer
 from k8s_support import load_facts, render_cluster
 

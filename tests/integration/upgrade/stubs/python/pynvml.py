@@ -15,7 +15,7 @@ import mig_harness  # noqa: E402
 
 mig_harness.import_real_pynvml()
 _STATE = mig_harness.state_dir()
-_COLLECTOR = sys.modules.get("ansible_collections.gpuops.platform.plugins.module_utils.nvml")
+_COLLECTOR = sys.modules.get("ansible_collections.gpuops.platform.plugins.module_utils._nvml.collect")
 if _COLLECTOR is not None:
     _COLLECTOR.KERNEL_MODULE_VERSION_PATHS = (os.path.join(_STATE, "kernel_version"),)
     _COLLECTOR.USERSPACE_LIBRARY_GLOBS = (os.path.join(_STATE, "lib", "libnvidia-ml.so.*"),)
