@@ -45,9 +45,12 @@ apt_ensure() {
 # venv_sync DIR PYTHON REQUIREMENTS: create DIR and install the pinned
 # requirements, skipping the install when nothing changed since the last run.
 venv_sync() {
-  local dir=$1 python=$2 req=$3 stamp sum
+  local dir=$1 python=$2 req=$3 stamp sum f
+  local -a files=("$req")
   stamp="$dir/.requirements.sha256"
-  sum=$(cat "$req" "$(dirname "$req")"/collection.txt | sha256sum | cut -d' ' -f1)
+  # The stamp covers the file and the files it includes with -r.
+  while read -r f; do files+=("$(dirname "$req")/$f"); done < <(sed -n 's/^-r[[:space:]]*//p' "$req")
+  sum=$(cat "${files[@]}" | sha256sum | cut -d' ' -f1)
   if [ -x "$dir/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$sum" ]; then
     return 0
   fi

@@ -9,7 +9,7 @@ cd "$ROOT" || exit 1
 # sanity tools and the Molecule containers each leave a core mostly idle.
 # Molecule runs beside the rest: its containers wait on apt and systemd more
 # than on the CPU.
-STAGE_GROUPS=(setup "molecule lint changelog sanity units compat" integration)
+STAGE_GROUPS=(setup "molecule lint changelog sanity units compat importer" integration)
 [ $# -gt 0 ] && STAGE_GROUPS=("$@")
 
 # promtool (the suite proves the GPU alert rules with it), from Debian's
@@ -42,6 +42,8 @@ stage_units() { python -m pytest -q -p no:cacheprovider -n 2 tests/unit; }
 stage_integration() { python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration; }
 stage_compat() { bash scripts/compat.sh; }
 stage_molecule() { bash scripts/molecule.sh; }
+# galaxy-importer and antsibull-docs on the built tarball, in .venv-importer.
+stage_importer() { bash scripts/galaxy_importer.sh; }
 
 export PATH="$VENV/bin:$PATH"
 declare -a passed=() failed=()

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Import the collection as Galaxy does, offline, on a tarball built here from
+# the working tree: galaxy-importer (its checks, ansible-doc and ansible-lint),
+# the flake8 run of Automation Hub's importer, and antsibull-docs' docs lint.
+# Fails on any error or warning: galaxy-importer exits 0 on most of them.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+IMPORTER_VENV="$ROOT/.venv-importer"
+PYTHON=$(find_python 3.14 3.13 3.12) || die "ansible-core 2.21 needs Python 3.12 or newer; install python3.12 or newer and run again."
+venv_sync "$IMPORTER_VENV" "$PYTHON" requirements/importer.txt
+export PATH="$IMPORTER_VENV/bin:$PATH"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpuops-importer.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+# Only the tarball and its dependencies: nothing from ~/.ansible or collections/.
+export ANSIBLE_HOME="$work/ansible-home" ANSIBLE_COLLECTIONS_PATH="$work/collections"
+
+ansible-galaxy collection build --output-path "$work/dist" >/dev/null
+tarball=$(echo "$work"/dist/gpuops-platform-*.tar.gz)
+dest="$work/collections/ansible_collections/gpuops/platform"
+mkdir -p "$dest" && tar -xzf "$tarball" -C "$dest"
+
+# The importer's ansible-lint looks for collections in its own temporary folder
+# and, like every ansible-core, on sys.path. Galaxy cannot be reached, so the
+# dependencies that galaxy.yml declares are linked from collections/ (the
+# pinned `ansible` wheel's, see bootstrap.sh) into the venv's site-packages,
+# where `pip install ansible` puts them, once their versions are checked.
+site=$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+rm -rf "$site/ansible_collections"
+python - "$dest" "$COLLECTIONS" "$site" <<'PY'
+import json, os, sys
+from ansible.galaxy.dependency_resolution.versioning import meets_requirements
+
+collection, source, site = sys.argv[1:]
+with open(os.path.join(collection, "MANIFEST.json"), encoding="utf-8") as f:
+    wanted = [("gpuops.platform", json.load(f))]
+done = set()
+while wanted:
+    owner, manifest = wanted.pop()
+    for fqcn, spec in sorted(manifest["collection_info"]["dependencies"].items()):
+        namespace, name = fqcn.split(".")
+        path = os.path.join(source, "ansible_collections", namespace, name)
+        try:
+            with open(os.path.join(path, "MANIFEST.json"), encoding="utf-8") as f:
+                dep = json.load(f)
+        except FileNotFoundError:
+            sys.exit(f"{owner} needs {fqcn}, which is not in {source}: run scripts/bootstrap.sh")
+        version = dep["collection_info"]["version"]
+        if not meets_requirements(version, spec):
+            sys.exit(f"{owner} needs {fqcn} {spec}, {source} has {version}")
+        print(f"{owner} needs {fqcn} {spec}: {version}")
+        if fqcn not in done:
+            done.add(fqcn)
+            os.makedirs(os.path.join(site, "ansible_collections", namespace), exist_ok=True)
+            os.symlink(path, os.path.join(site, "ansible_collections", namespace, name))
+            wanted.append((fqcn, dep))
+PY
+
+# The three checks run at the same time: the importer's ansible-doc and most
+# of its ansible-lint run leave a core idle. Each one's output goes to
+# $work/NAME.out, its exit code to $work/NAME.rc, its time to $work/NAME.s.
+check() {
+  local name=$1 start=$SECONDS rc=0
+  shift
+  "$@" >"$work/$name.out" 2>&1 || rc=$?
+  echo "$rc" >"$work/$name.rc"
+  echo $((SECONDS - start)) >"$work/$name.s"
+}
+
+importer() {
+  mkdir "$work/importer" "$work/ansible-tmp"
+  # importer_result.json, which the importer writes to its working folder, is not needed.
+  cd "$work/importer" || return
+  GALAXY_IMPORTER_CONFIG="$ROOT/scripts/galaxy-importer.cfg" \
+    GALAXY_IMPORTER_ANSIBLE_LOCAL_TMP="$work/ansible-tmp" GALAXY_IMPORTER_TMP_ROOT_DIR="$work" \
+    python - "$tarball" <<'PY'
+import subprocess, sys
+from galaxy_importer import main
+from galaxy_importer.loaders import collection
+
+
+class Popen(subprocess.Popen):
+    # Galaxy gives ansible-lint 180 s on its own servers; beside the rest of
+    # the suite on two cores the same run can take longer, and a timeout
+    # would hide its findings.
+    def communicate(self, input=None, timeout=None):
+        return super().communicate(input, timeout and max(timeout, 900))
+
+
+collection.Popen = Popen
+sys.exit(main.main(sys.argv[1:]))
+PY
+}
+
+# galaxy-importer's own flake8 command (run_flake8), on the Python files only.
+importer_flake8() {
+  local select ignore length
+  read -r select ignore length < <(python -c 'from galaxy_importer import constants as c
+print(c.FLAKE8_SELECT_ERRORS, c.FLAKE8_IGNORE_ERRORS, c.FLAKE8_MAX_LINE_LENGTH)')
+  cd "$dest" || return
+  flake8 --isolated --extend-ignore "$ignore" --select "$select" --max-line-length "$length" plugins
+}
+
+docs_lint() {
+  cd "$dest" || return
+  antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs \
+    --validate-collection-refs dependent --disallow-unknown-collection-refs .
+}
+
+check importer importer &
+check flake8 importer_flake8 &
+check antsibull-docs docs_lint &
+wait
+
+# report NAME TITLE PATTERN: print NAME's output; fail when its exit code is
+# not 0 or a line of its output matches PATTERN (grep -E).
+status=0
+report() {
+  local name=$1 title=$2 pattern=$3 rc
+  rc=$(cat "$work/$name.rc")
+  log "$title"
+  cat "$work/$name.out"
+  if [ "$rc" -ne 0 ] || grep -Eq "$pattern" "$work/$name.out"; then
+    printf 'FAILED: %s (exit code %s)\n' "$name" "$rc"
+    status=1
+  fi
+  printf -- '--- %s took %ss\n' "$name" "$(cat "$work/$name.s")"
+}
+
+# One "Loading <type> <name>" line per plugin, role and playbook: only the rest.
+grep -v '^Loading ' "$work/importer.out" >"$work/importer.short" || true
+mv "$work/importer.short" "$work/importer.out"
+grep -q '^Importer processing completed successfully$' "$work/importer.out" ||
+  [ "$(cat "$work/importer.rc")" -ne 0 ] || echo 1 >"$work/importer.rc"
+report importer "galaxy-importer $(python -c 'import galaxy_importer; print(galaxy_importer.__version__)') on $(basename "$tarball")" \
+  '^(WARNING|ERROR|CRITICAL):'
+report flake8 "flake8 $(python -c 'import flake8; print(flake8.__version__)') as galaxy-importer runs it" '.'
+# It prints nothing when the docs are clean.
+report antsibull-docs "antsibull-docs $(python -c 'import antsibull_docs; print(antsibull_docs.__version__)') lint-collection-docs" '.'
+
+[ "$status" -eq 0 ]
