@@ -100,3 +100,61 @@ def test_a_pod_that_succeeds_without_the_table_fails(installed_collection, tmp_p
     assert rc == 0, output[-3000:]
     assert results["passed"] is False and results["failed"] == 1
     assert results["tests"][0]["detail"] == "pod Succeeded; nvidia-smi table missing from the log"
+
+
+# The two-node RDMA test: the launcher's all_reduce_perf log, recorded.
+NCCL_LOGS = ROOT / "tests" / "fixtures" / "nccl-tests"
+
+
+def with_rdma(extra, log, phase="Succeeded", floor=20):
+    extra = dict(extra, gpu_smoke_test_rdma=True, gpu_smoke_test_rdma_min_busbw_gbps=floor)
+    extra["gpu_smoke_test__pods"]["resources"] += [pod("nccl-rdma-launcher", phase), pod("nccl-rdma-worker", "Succeeded")]
+    extra["gpu_smoke_test__logs"]["results"].append({"item": {"name": "nccl-rdma-launcher"}, "log": log})
+    return extra
+
+
+def healthy():
+    return answers([SMI, SMI], ["Succeeded", "Succeeded"], "Completed", True, "Succeeded")
+
+
+def test_rdma_engaged_between_two_nodes_passes(installed_collection, tmp_path):
+    log = (NCCL_LOGS / "rdma-ib-gdrdma.log").read_text()
+    rc, output, results = judge(installed_collection, tmp_path, with_rdma(healthy(), log))
+    assert rc == 0, output[-3000:]
+    rdma = [t for t in results["tests"] if t["test"] == "rdma-nccl"]
+    assert rdma == [{"test": "rdma-nccl", "name": "nccl-rdma-launcher", "passed": True, "transport": "IB", "gdrdma": True,
+                     "peak_busbw": 23.58, "avg_busbw": 23.2542,
+                     "detail": "NET/IB/GDRDMA, peak bus bandwidth 23.58 GB/s (floor 20.00)"}]
+    assert results["passed"] is True and results["total"] == 5
+    assert "rdma-nccl nccl-rdma-launcher: ok (NET/IB/GDRDMA, peak bus bandwidth 23.58 GB/s (floor 20.00))" in " ".join(output.split())
+
+
+def test_rdma_fallen_back_to_sockets_fails_the_run(installed_collection, tmp_path):
+    log = (NCCL_LOGS / "socket-fallback.log").read_text()
+    rc, output, results = judge(installed_collection, tmp_path, with_rdma(healthy(), log, floor=0))
+    assert rc != 0
+    rdma = [t for t in results["tests"] if t["test"] == "rdma-nccl"][0]
+    assert rdma["passed"] is False and rdma["transport"] == "Socket"
+    assert rdma["detail"] == "NCCL used NET/Socket, not only the IB/RoCE transport (NET/IB)"
+    assert "GPU smoke tests failed: nccl-rdma-launcher" in " ".join(output.split())
+
+
+def test_a_failed_launcher_fails_even_with_a_good_log(installed_collection, tmp_path):
+    log = (NCCL_LOGS / "rdma-ib-gdrdma.log").read_text()
+    extra = with_rdma(healthy(), log, phase="Failed")
+    extra["gpu_smoke_test_fail_on_error"] = False
+    rc, output, results = judge(installed_collection, tmp_path, extra)
+    assert rc == 0, output[-3000:]
+    rdma = [t for t in results["tests"] if t["test"] == "rdma-nccl"][0]
+    assert rdma["passed"] is False and rdma["detail"].startswith("launcher pod Failed; NET/IB/GDRDMA")
+
+
+def test_rdma_on_one_gpu_node_fails_with_the_reason(installed_collection, tmp_path):
+    extra = healthy()
+    extra["gpu_smoke_test__cuda_pods"] = [dict(PODS[0]), dict(PODS[0], name="cuda-gpu-a-mig", resource="nvidia.com/mig-1g.10gb")]
+    extra.update(gpu_smoke_test_rdma=True, gpu_smoke_test_fail_on_error=False)
+    rc, output, results = judge(installed_collection, tmp_path, extra)
+    assert rc == 0, output[-3000:]
+    rdma = [t for t in results["tests"] if t["test"] == "rdma-nccl"][0]
+    assert rdma["passed"] is False
+    assert rdma["detail"] == "needs two GPU nodes, found 1; set gpu_smoke_test_rdma=false on a single-node cluster"
