@@ -403,8 +403,8 @@ class Converger(object):
                 self._check_input_file(key, params[key], "create and enroll the MOK key first (mokutil --import), "
                                                          "then point %s at it" % key)
         key = spec["mirror_gpgkey"]
-        if (spec["source"] == "mirror" and spec["family"] == "deb" and key and not spec["mirror_trusted"]
-                and not key.startswith(("http://", "https://"))):
+        signed_deb_mirror = spec["source"] == "mirror" and spec["family"] == "deb" and not spec["mirror_trusted"]
+        if signed_deb_mirror and key and not key.startswith(("http://", "https://")):
             self._key = self.key_text(key)  # a bad local key fails here, before any file is written
         fabric = params.get("fabricmanager")
         if fabric in (None, "auto"):

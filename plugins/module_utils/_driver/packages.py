@@ -293,8 +293,7 @@ def normalize(params, distro, arch):
         raise DriverSpecError("source=mirror needs mirror_url (http(s):// or file: URL of a copy of NVIDIA's repository)")
     if source == "distro" and distro_id not in ("ubuntu", "debian"):
         raise DriverSpecError("source=distro is for Ubuntu and Debian; on %s use source=cuda or mirror" % distro_id)
-    if (source == "mirror" and family == "rpm" and not params.get("mirror_gpgkey")
-            and not params.get("mirror_trusted")):
+    if source == "mirror" and family == "rpm" and not (params.get("mirror_gpgkey") or params.get("mirror_trusted")):
         raise DriverSpecError(
             "source=mirror on %s needs mirror_gpgkey (the mirror's signing key, a path on the node or a URL) so dnf "
             "checks package signatures; to install unsigned packages anyway, set mirror_trusted: true" % distro_id)

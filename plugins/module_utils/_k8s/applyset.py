@@ -111,9 +111,9 @@ def foreign_objects(objects, own_ids):
     out = []
     for obj in objects or []:
         meta = obj.get("metadata") or {}
-        if ((meta.get("labels") or {}).get(PART_OF_LABEL) in own_ids or meta.get("ownerReferences")
-                or (obj.get("kind"), group_of(obj.get("apiVersion") or ""), meta.get("name")) in NAMESPACE_DEFAULTS
-                or obj.get("kind") == "Event"):
+        ours = (meta.get("labels") or {}).get(PART_OF_LABEL) in own_ids
+        default = (obj.get("kind"), group_of(obj.get("apiVersion") or ""), meta.get("name")) in NAMESPACE_DEFAULTS
+        if ours or meta.get("ownerReferences") or default or obj.get("kind") == "Event":
             continue
         out.append(obj)
     return out

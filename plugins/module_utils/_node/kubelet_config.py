@@ -136,9 +136,9 @@ def validate(wanted, after, online_cpus):
                 elif cpus >= online_cpus:
                     errors.append("reservedSystemCPUs %s reserves every CPU of the node: leave some for pods"
                                   % wanted["reservedSystemCPUs"])
-    if after.get("cpuManagerPolicy") == "static" and not (
-            after.get("reservedSystemCPUs") or (after.get("kubeReserved") or {}).get("cpu")
-            or (after.get("systemReserved") or {}).get("cpu")):
+    reserved_cpus = any((after.get("reservedSystemCPUs"), (after.get("kubeReserved") or {}).get("cpu"),
+                         (after.get("systemReserved") or {}).get("cpu")))
+    if after.get("cpuManagerPolicy") == "static" and not reserved_cpus:
         errors.append("cpuManagerPolicy static needs reserved CPUs: set reserved_system_cpus (or kubeReserved/"
                       "systemReserved cpu in the kubelet config)")
     if after.get("memoryManagerPolicy") == "Static" and not after.get("reservedMemory"):
