@@ -66,12 +66,12 @@ RUNC_V2_SHIM = "io.containerd.runc.v2"
 DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
 
 DROP_IN_HEADER = {
-    2: (
-        WRITTEN_BY % "containerd"
-        + "# containerd 1.x replaces a whole plugin section on import, so this file carries the\n"
+    2: "".join((
+        WRITTEN_BY % "containerd",
+        "# containerd 1.x replaces a whole plugin section on import, so this file carries the\n"
         "# complete CRI plugin section of %s with the NVIDIA runtime added.\n"
-        "# Change CRI settings there: this file follows on the next run.\n"
-    ),
+        "# Change CRI settings there: this file follows on the next run.\n",
+    )),
     3: WRITTEN_BY % "containerd",
 }
 
