@@ -203,7 +203,7 @@ def role_dirs(paths: list) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a README is stale")
     parser.add_argument("roles", nargs="*", help="role directories (default: every role under roles/)")
     args = parser.parse_args(argv)
