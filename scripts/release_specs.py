@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write the shared release options into every add-on role's argument specs.
 
 The options are defined once, in roles/k8s_apply/meta/release_options.yml.

@@ -246,11 +246,12 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
         run_env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join([str(collections_path), str(ROOT / "collections")])
     bindir = Path(sys.executable).parent
     run_env["PATH"] = str(bindir) + os.pathsep + run_env.get("PATH", "")
+    argv = [str(bindir / "ansible-playbook")]
+    for source in inventories + [str(workdir / "hosts.yml")]:
+        argv += ["-i", source]
+    argv += [str(workdir / "play.yml"), "-e", "@%s" % (workdir / "extra_vars.json")] + list(args)
     proc = subprocess.run(
-        [str(bindir / "ansible-playbook")] + [a for i in inventories for a in ("-i", i)]
-        + ["-i", str(workdir / "hosts.yml"), str(workdir / "play.yml"),
-         "-e", "@%s" % (workdir / "extra_vars.json")] + list(args),
-        cwd=str(ROOT), env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+        argv, cwd=str(ROOT), env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
         check=False)
     output = proc.stdout
     (workdir / "output.txt").write_text(output)
