@@ -26,6 +26,9 @@ render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False) -> Re
     fixture in conftest.py passes it in as ``collections_path``).
     kubernetes.core is pointed at an unreachable API server (``K8S_AUTH_HOST``),
     so a render that touched the API would fail.
+    With ``inventory`` (a path), that inventory and its group_vars are used
+    instead, with only the test's host variables over them (every host local,
+    ``nodes`` naming its hosts that get replayed facts).
     ``env`` overrides environment variables (None removes one), ``args`` adds
     ansible-playbook arguments (e.g. ``["--check"]``); with
     ``gpuops_k8s_render_dir: ""`` in ``extra_vars`` the run applies instead.
@@ -164,6 +167,25 @@ def _inventory(nodes):
         "gpu_nodes": {"hosts": gpu_nodes}, "k8s_control": {"hosts": {"localhost": None}}}}}
 
 
+def _overlay(inventory, nodes):
+    """Host variables over an existing inventory: every host local, GPU hosts with replayed facts."""
+    base = _inventory(nodes)["all"]["hosts"]
+    base.pop("localhost")
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(inventory), "--list"],
+                          cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+    hosts = {}
+    listed = json.loads(proc.stdout)
+    names = set(listed["_meta"]["hostvars"])
+    for group in listed.values():
+        names.update(group.get("hosts", []) if isinstance(group, dict) else [])
+    for host in sorted(names):
+        hosts[host] = dict(base.get(host, {}), ansible_connection="local", ansible_become=False,
+                           ansible_python_interpreter=sys.executable)
+    unknown = sorted(set(base) - set(hosts))
+    assert not unknown, "nodes not in %s: %s" % (inventory, unknown)
+    return {"all": {"hosts": hosts}}
+
+
 _REPLAY_PLAY = """---
 # Replay recorded node facts as the node layer leaves them, then the cluster layer.
 - name: Replay GPU node facts
@@ -186,11 +208,18 @@ _REPLAY_PLAY = """---
 
 
 def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, collections_path=None,
-                   playbook="playbooks/cluster.yml", timeout=600, env=None, args=()):
+                   playbook="playbooks/cluster.yml", timeout=600, env=None, args=(), inventory=None):
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     render_dir = workdir / "rendered"
-    (workdir / "hosts.yml").write_text(yaml.safe_dump(_inventory(nodes)))
+    inventories = []
+    if inventory:
+        # The given inventory with its group_vars, then only the test's host
+        # variables over it (local connection, replayed facts).
+        inventories = [str(inventory)]
+        (workdir / "hosts.yml").write_text(yaml.safe_dump(_overlay(inventory, nodes)))
+    else:
+        (workdir / "hosts.yml").write_text(yaml.safe_dump(_inventory(nodes)))
     (workdir / "play.yml").write_text(_REPLAY_PLAY % (ROOT / playbook))
     evars = dict(extra_vars or {})
     evars.setdefault("gpuops_k8s_render_dir", str(render_dir))
@@ -217,10 +246,12 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
         run_env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join([str(collections_path), str(ROOT / "collections")])
     bindir = Path(sys.executable).parent
     run_env["PATH"] = str(bindir) + os.pathsep + run_env.get("PATH", "")
+    argv = [str(bindir / "ansible-playbook")]
+    for source in inventories + [str(workdir / "hosts.yml")]:
+        argv += ["-i", source]
+    argv += [str(workdir / "play.yml"), "-e", "@%s" % (workdir / "extra_vars.json")] + list(args)
     proc = subprocess.run(
-        [str(bindir / "ansible-playbook"), "-i", str(workdir / "hosts.yml"), str(workdir / "play.yml"),
-         "-e", "@%s" % (workdir / "extra_vars.json")] + list(args),
-        cwd=str(ROOT), env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+        argv, cwd=str(ROOT), env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
         check=False)
     output = proc.stdout
     (workdir / "output.txt").write_text(output)

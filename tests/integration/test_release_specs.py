@@ -1,0 +1,79 @@
+"""The Helm release options of the add-on roles are defined once.
+
+roles/k8s_apply/meta/release_options.yml holds them; scripts/release_specs.py
+writes them into each add-on role's argument specs, and k8s_apply builds the
+release from them (k8s_apply_release_from), so no role restates the mapping.
+"""
+import importlib.util
+import shutil
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("release_specs", ROOT / "scripts" / "release_specs.py")
+release_specs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(release_specs)
+
+ADDONS = release_specs.addon_roles()
+SHARED = yaml.safe_load((ROOT / "roles" / "k8s_apply" / "meta" / "release_options.yml").read_text())
+
+
+def test_the_add_on_roles_are_found():
+    assert ADDONS == ["dra_driver", "kai_scheduler", "kuberay", "kueue", "network_operator", "volcano"]
+
+
+def test_no_add_on_spec_is_stale():
+    assert release_specs.main(["--check"]) == 0, "run: python scripts/release_specs.py"
+
+
+@pytest.mark.parametrize("role", ADDONS)
+def test_each_add_on_spec_carries_the_shared_options_with_the_role_defaults(role):
+    base = ROOT / "roles" / role
+    defaults = yaml.safe_load((base / "defaults" / "main.yml").read_text())
+    entries = yaml.safe_load((base / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    for entry in ("main", "plan", "apply"):
+        options = entries[entry]["options"]
+        for key, shared in SHARED.items():
+            name = key.replace("<role>", role)
+            assert options[name]["type"] == shared["type"], (role, entry, name)
+            assert options[name]["default"] == defaults[name], (role, entry, name)
+            assert options[name]["description"] == (
+                shared["description"].replace("<role>", role).replace("<default>", str(defaults[name]))), (role, name)
+
+
+@pytest.mark.parametrize("role", ADDONS)
+def test_each_add_on_hands_its_release_to_k8s_apply_by_name(role):
+    base = ROOT / "roles" / role
+    apply = yaml.safe_load((base / "tasks" / "apply.yml").read_text())
+    calls = [t for t in apply if t.get("ansible.builtin.include_role", {}).get("name") == "gpuops.platform.k8s_apply"]
+    assert [c["vars"].get("k8s_apply_release_from") for c in calls] == [role]
+    assert all("k8s_apply_releases" not in c["vars"] for c in calls), role
+    role_vars = yaml.safe_load((base / "vars" / "main.yml").read_text()) or {}
+    assert role + "__helm_release" not in role_vars, "%s restates the release mapping" % role
+    assert role + "__helm_values" in role_vars, "%s: k8s_apply reads %s__helm_values" % (role, role)
+
+
+def test_check_names_a_spec_that_differs_from_the_shared_definition(tmp_path, monkeypatch, capsys):
+    shutil.copytree(ROOT / "roles", tmp_path / "roles")
+    path = tmp_path / "roles" / "kuberay" / "meta" / "argument_specs.yml"
+    path.write_text(path.read_text().replace("description: Helm release name.", "description: The release."))
+    monkeypatch.setattr(release_specs, "ROOT", tmp_path)
+    monkeypatch.setattr(release_specs, "SHARED", tmp_path / "roles" / "k8s_apply" / "meta" / "release_options.yml")
+    assert release_specs.main(["--check"]) == 1
+    assert "roles/kuberay/meta/argument_specs.yml" in capsys.readouterr().out
+    # Without --check the spec is rewritten, and then it is current.
+    assert release_specs.main([]) == 0
+    assert "description: Helm release name." in path.read_text()
+    assert release_specs.main(["--check"]) == 0
+
+
+def test_a_default_missing_from_an_add_on_is_refused(tmp_path, monkeypatch):
+    shutil.copytree(ROOT / "roles", tmp_path / "roles")
+    path = tmp_path / "roles" / "volcano" / "defaults" / "main.yml"
+    path.write_text(path.read_text().replace("volcano_chart_path:", "volcano_chart_archive:"))
+    monkeypatch.setattr(release_specs, "ROOT", tmp_path)
+    monkeypatch.setattr(release_specs, "SHARED", tmp_path / "roles" / "k8s_apply" / "meta" / "release_options.yml")
+    with pytest.raises(SystemExit, match="volcano_chart_path"):
+        release_specs.main(["--check"])
