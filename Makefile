@@ -1,5 +1,5 @@
 # The two entry points of the README. Each one sets up what it needs.
-.PHONY: demo test sanity units lint molecule clean
+.PHONY: demo test sanity units lint molecule importer clean
 
 demo:  ## set up, then run site.yml on the local inventory (no GPU, no cluster needed)
 	bash scripts/demo.sh
@@ -7,8 +7,8 @@ demo:  ## set up, then run site.yml on the local inventory (no GPU, no cluster n
 test:  ## the whole test suite (what CI runs)
 	bash scripts/test.sh
 
-sanity units lint molecule:  ## one stage of the suite (after `make test` or `make demo` set up)
+sanity units lint molecule importer:  ## one stage of the suite (after `make test` or `make demo` set up)
 	bash scripts/test.sh $@
 
 clean:
-	rm -rf build collections .cache .venv .venv-compat tests/output
+	rm -rf build collections .cache .venv .venv-compat .venv-importer tests/output
