@@ -10,7 +10,8 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: ssh_keypair
-author: gpuops.platform maintainers
+author:
+  - gpuops.platform maintainers (@gpuops)
 version_added: 0.1.0
 short_description: A new Ed25519 SSH key pair, in memory
 description:
@@ -68,7 +69,7 @@ def new_keypair():
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        if terms:
-            raise AnsibleLookupError("ssh_keypair takes no terms, got %d" % len(terms))
-        self.set_options(var_options=variables, direct=kwargs)
+        # No options: a call that passes any is refused rather than ignored.
+        if terms or kwargs:
+            raise AnsibleLookupError("ssh_keypair takes no terms or options, got %s" % (list(terms) + sorted(kwargs)))
         return [new_keypair()]

@@ -32,9 +32,11 @@ def test_every_call_makes_a_new_pair():
     assert first["private_key"] != second["private_key"] and first["public_key"] != second["public_key"]
 
 
-def test_terms_are_refused():
-    with pytest.raises(AnsibleLookupError, match="takes no terms, got 1"):
+def test_terms_and_options_are_refused():
+    with pytest.raises(AnsibleLookupError, match=r"takes no terms or options, got \['rsa'\]"):
         LookupModule().run(["rsa"], variables={})
+    with pytest.raises(AnsibleLookupError, match=r"got \['type'\]"):
+        LookupModule().run([], variables={}, type="rsa")
 
 
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
