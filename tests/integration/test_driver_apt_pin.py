@@ -6,6 +6,7 @@ names carry no branch), then asks real apt, in a private state directory
 (nothing on the host changes), what it would install with and without the pin.
 """
 
+import re
 import shutil
 import subprocess
 
@@ -140,6 +141,11 @@ def auth_mirror(apt, tmp_path):
     server.shutdown()
 
 
+# apt's status line for a refused request ("  401  Unauthorized [IP: ...]"); a bare
+# "401" would also match a port such as 40137 in the URL.
+REFUSED = re.compile(r"^\s*401\s+Unauthorized", re.M)
+
+
 def _apt_update(tmp_path, url, auth_content):
     """apt-get update in a private state directory with the module's source line and auth entry."""
     spec = pk.normalize({"source": "mirror", "mirror_url": url, "mirror_trusted": True, "branch": "570",
@@ -166,12 +172,12 @@ def test_real_apt_authenticates_with_the_auth_conf_entry(auth_mirror, tmp_path):
     url, seen = auth_mirror
     repo, proc = _apt_update(tmp_path, url, None)
     assert "S3cr3t" not in repo["content"]
-    assert proc.returncode != 0 and "401" in proc.stdout + proc.stderr  # without the entry: refused
+    assert proc.returncode != 0 and REFUSED.search(proc.stdout + proc.stderr)  # without the entry: refused
     # apt_auth.conf(5): an entry without a protocol matches https only, so an http mirror must name it.
     bare = repo["auth_content"].replace("machine http://", "machine ")
     dummy, proc = _apt_update(tmp_path / "bare", url, bare)
-    assert proc.returncode != 0 and "401" in proc.stdout + proc.stderr
+    assert proc.returncode != 0 and REFUSED.search(proc.stdout + proc.stderr)
     del seen[:]
     repo, proc = _apt_update(tmp_path / "with", url, repo["auth_content"])
-    assert proc.returncode == 0 and "401" not in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and not REFUSED.search(proc.stdout), proc.stdout + proc.stderr
     assert any(header and header.startswith("Basic ") for header in seen)
