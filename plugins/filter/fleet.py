@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 
 def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", open_modules=True, source="cuda",
@@ -55,6 +56,6 @@ def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", 
     }
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"nvidia_driver_replay_plan": nvidia_driver_replay_plan}
+FilterModule = filter_module(
+    nvidia_driver_replay_plan,
+)

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+
 STATUSES = ("ok", "warning", "critical")
 EFFECTS = ("NoSchedule", "NoExecute", "none")
 # The node label; the annotations are named after it.
@@ -192,6 +194,7 @@ def gpu_health_line(plan, verb="changes"):
     return "%s; %s: %s" % (head, verb, ", ".join(plan["changes"]))
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"gpu_health_plan": gpu_health_plan, "gpu_health_line": gpu_health_line}
+FilterModule = filter_module(
+    gpu_health_plan,
+    gpu_health_line,
+)

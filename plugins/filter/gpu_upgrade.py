@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+
 _VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")
 
 
@@ -109,7 +111,8 @@ def k8s_blocking_pods(pods):
     return sorted(blocking)
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"gpu_upgrade_plan": gpu_upgrade_plan, "gpu_upgrade_verify": gpu_upgrade_verify,
-                "k8s_blocking_pods": k8s_blocking_pods}
+FilterModule = filter_module(
+    gpu_upgrade_plan,
+    gpu_upgrade_verify,
+    k8s_blocking_pods,
+)

@@ -23,6 +23,8 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+
 _CHANNEL = re.compile(r"\bvia NET/([A-Za-z][\w ]*?)/(\d+)(/GDRDMA)?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.]+)", re.M)
 _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(\w+)", re.M)
@@ -95,6 +97,6 @@ def nccl_test_result(log, min_busbw_gbps=0, require_gdrdma=True):
     }
 
 
-class FilterModule(object):
-    def filters(self):
-        return {"nccl_test_result": nccl_test_result}
+FilterModule = filter_module(
+    nccl_test_result,
+)

@@ -25,7 +25,8 @@ def test_a_caller_cannot_change_the_table():
     assert cls().filters() == {"first": first}
 
 
-@pytest.mark.parametrize("name", ["gpu_capacity", "k8s_applyset", "k8s_helm", "k8s_objects"])
+@pytest.mark.parametrize("name", ["fleet", "gpu_capacity", "gpu_health", "gpu_upgrade", "k8s_applyset", "k8s_helm",
+                                  "k8s_objects", "nccl_test"])
 def test_every_documented_filter_is_registered(name, repo_root):
     plugin = importlib.import_module("ansible_collections.gpuops.platform.plugins.filter." + name)
     registered = plugin.FilterModule().filters()
