@@ -233,7 +233,7 @@ def wanted_matches(installed, branch, version):
 def normalize(params, distro, arch):
     """Validate the module parameters against the host; return the spec dict.
 
-    ``distro`` is driver_host.distro_info(); ``arch`` the kernel arch.
+    ``distro`` is ``host.distro_info()`` (_driver/host.py); ``arch`` the kernel arch.
     Raises DriverSpecError with a message that says what to change.
     """
     source = params.get("source") or "cuda"
