@@ -8,7 +8,7 @@ first recover from an interrupted operation.
 
 The state comes from Helm's own storage (one Secret per revision, labelled
 ``owner=helm,name=<release>``; Helm's default ``secrets`` driver), read with one
-API call per release. Each Secret holds the release exactly as
+API call for all the releases of a run (or one per release). Each Secret holds the release exactly as
 ``helm status -o json`` prints that revision; the history entries are built
 as ``helm history -o json`` prints them. The decision itself is a pure
 function of those two documents, so it is tested on recorded outputs.
@@ -164,7 +164,21 @@ def k8s_helm_decide(release, history, status=None, recover=True):
 
 
 def k8s_helm_plans(releases, lookups, recover=True):
-    """One decision per release from the registered loop of storage Secret lookups (same order)."""
+    """One decision per release from Helm's storage Secrets.
+
+    ``lookups`` is either the registered loop of one lookup per release (same
+    order), or one lookup of every release's Secrets at once (a k8s_info
+    result, ``owner=helm,name in (...)`` across namespaces), split here by the
+    Secrets' namespace and ``name`` label.
+    """
+    if isinstance(lookups, Mapping) and "results" not in lookups and "resources" in lookups:
+        found = {}
+        for secret in lookups.get("resources") or []:
+            meta = secret.get("metadata") or {}
+            key = (meta.get("namespace"), (meta.get("labels") or {}).get("name"))
+            found.setdefault(key, []).append(secret)
+        lookups = [{"resources": found.get((to_text((r or {}).get("namespace")), to_text((r or {}).get("name"))), [])}
+                   for r in releases or []]
     results = (lookups or {}).get("results", lookups) if isinstance(lookups, Mapping) else lookups
     results = list(results or [])
     if len(results) != len(releases or []):

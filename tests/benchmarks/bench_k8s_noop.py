@@ -3,18 +3,28 @@
 
 Not a test: run it by hand, on an idle machine, from the repository root:
 
-    .venv/bin/python tests/benchmarks/bench_k8s_noop.py [--runs 3] [--collection-tree DIR]
+    .venv/bin/python tests/benchmarks/bench_k8s_noop.py [--scenario core|full] [--runs 3] [--collection-tree DIR]
 
-It applies the configuration of tests/integration/k8s/test_core_apply.py once
-(two tenants, time-slicing, two GPU nodes; the Helm layers off, as no helm
-binary is available here), then times `--runs` no-op runs and prints, per
-run, the tasks executed (PLAY RECAP) and the API calls by verb as the fake
-API server counted them. `--collection-tree` builds the collection from
-another checkout (e.g. `git archive main | tar -x -C /tmp/main`) to compare
-before and after.
+`--scenario core` applies the configuration of
+tests/integration/k8s/test_core_apply.py: two tenants, time-slicing, two GPU
+nodes, and the layers with Helm releases off. `--scenario full` turns every
+layer on: the GPU Operator, Volcano, Kueue, KubeRay with a RayCluster, KAI, the
+DRA driver, the Network Operator and the tenants. There is no helm binary here,
+so each release is seeded into Helm's storage as deployed with the chart and
+values that a render of the same inventory gives, and the CRDs that its chart
+would install are seeded as Established. A no-op then calls no helm, as on a
+real cluster where nothing changed.
 
-The issue's floor (`kubectl apply --server-side` of the rendered objects plus
-one `helm status` per release, on a real kube-apiserver) cannot be measured
+The scenario is applied once, then `--runs` no-op runs are timed. Each run
+prints the wall time, the tasks executed (PLAY RECAP, skipped ones included),
+the objects applied, and the API calls by verb as the fake API server counted
+them. `kubectl apply --server-side` of the same objects sends one PATCH per
+object after its discovery, which is the floor for the API calls.
+`--collection-tree` builds the collection from another checkout (for example
+`git archive <rev> | tar -x -C /tmp/rev`) to compare before and after.
+
+The issue's time floor (`kubectl apply --server-side` of the rendered objects
+plus one `helm status` per release, on a real kube-apiserver) cannot be timed
 here: there is no API server binary on this machine.
 """
 import argparse
@@ -28,12 +38,28 @@ import tempfile
 import time
 from pathlib import Path
 
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "k8s"))
 
+import fake_apiserver  # noqa: E402
 from fake_apiserver import FakeAPIServer  # noqa: E402
-import test_core_apply as scenario  # noqa: E402
+from k8s_support import render_cluster  # noqa: E402
+import test_core_apply as core  # noqa: E402
+import test_sched_apply as sched  # noqa: E402
+
+# The CRDs the add-on charts install that the layers wait for (k8s_apply_wait_crds).
+CHART_CRDS = {
+    "queues.scheduling.volcano.sh": ("scheduling.volcano.sh", "v1beta1", "queues", "Queue", "Cluster"),
+    "resourceflavors.kueue.x-k8s.io": ("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", "Cluster"),
+    "clusterqueues.kueue.x-k8s.io": ("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", "Cluster"),
+    "workloadpriorityclasses.kueue.x-k8s.io": ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
+                                               "WorkloadPriorityClass", "Cluster"),
+    "rayclusters.ray.io": ("ray.io", "v1", "rayclusters", "RayCluster", "Namespaced"),
+    "queues.scheduling.run.ai": ("scheduling.run.ai", "v2", "queues", "Queue", "Cluster"),
+    "nicclusterpolicies.mellanox.com": ("mellanox.com", "v1alpha1", "nicclusterpolicies", "NicClusterPolicy", "Cluster"),
+}
 
 
 def build(tree, dest):
@@ -47,33 +73,106 @@ def build(tree, dest):
     return dest / "collections"
 
 
+class Core:
+    """test_core_apply.py's configuration."""
+    nodes = core.NODES
+
+    def __init__(self, work, collections_path):
+        self.work, self.collections = work, collections_path
+
+    def seed(self, api):
+        core.seed(api, str(len(core.load_facts("hgx-h100")["gpus"]) * 4))
+
+    def run(self, api, name):
+        return core.run(self.work, api, name, collections=self.collections)
+
+
+class Full(Core):
+    """Every layer, each Helm release already deployed as planned."""
+    nodes = sched.NODES
+
+    def extra(self, api=None):
+        extra = {
+            "gpu_operator_enabled": True, "gpu_operator_wait_ready": False,
+            "gpu_nodes_validate_retries": 1, "gpu_nodes_validate_delay": 0,
+            "kai_scheduler_enabled": True, "dra_driver_enabled": True, "network_operator_enabled": True,
+            "kuberay_cluster_enabled": True, "kuberay_cluster_create_namespace": True,
+            "gpu_sharing_configs": core.SHARING,
+            "gpu_tenants_list": [{"name": "team-a", "gpu_share": 0.5, "kueue_cluster_queue": "team-a",
+                                  "volcano_queue": "team-a"}],
+        }
+        if api is not None:
+            extra.update(gpuops_k8s_render_dir="", gpuops_k8s_host=api.url, gpuops_k8s_api_key=core.TOKEN)
+        return extra
+
+    def seed(self, api):
+        for group_version, kinds in sched.KINDS.items():
+            fake_apiserver.RESOURCES[group_version] = kinds
+        sched.seed(api)
+        planned = render_cluster(self.work / "render", extra_vars=self.extra(), nodes=self.nodes,
+                                 collections_path=self.collections)
+        for name, entry in planned.releases.items():
+            api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": entry["release"]["namespace"]}})
+            api.add(core.helm_storage(entry["release"], entry["values"], 1, "deployed", entry["release"]["version"]))
+        for name, (group, version, plural, kind, scope) in CHART_CRDS.items():
+            api.add({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                     "metadata": {"name": name},
+                     "spec": {"group": group, "scope": scope, "names": {"plural": plural, "kind": kind},
+                              "versions": [{"name": version, "served": True, "storage": True}]},
+                     "status": {"conditions": [{"type": "Established", "status": "True"}]}})
+        self.releases = sorted(planned.releases)
+
+    def run(self, api, name):
+        return render_cluster(self.work / name, extra_vars=self.extra(api), nodes=self.nodes,
+                              env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None},
+                              collections_path=self.collections)
+
+
+def verbs(requests):
+    out = collections.Counter()
+    for method, path, query, dummy in requests:
+        discovery = method == "GET" and (path in ("/version", "/api", "/apis")
+                                         or re.match(r"^/api/v1/?$|^/apis/[^/]+/[^/]+/?$", path))
+        if discovery:
+            out["discovery"] += 1
+        elif method == "GET":
+            out["list" if not re.search(r"/[^/]+/[^/]+/[^/]+$", path) or query.get("labelSelector") else "get"] += 1
+        else:
+            out[method] += 1
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=["core", "full"], default="core")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--collection-tree", default=str(ROOT), help="checkout to build the collection from")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-k8s-noop-"))
     collections_path = build(Path(args.collection_tree), work)
-    gpus = len(scenario.load_facts("hgx-h100")["gpus"])
+    scenario = (Full if args.scenario == "full" else Core)(work, collections_path)
     with FakeAPIServer() as api:
-        scenario.seed(api, str(gpus * 4))
-        scenario.run(work, api, "setup", collections=collections_path)
+        scenario.seed(api)
+        first = scenario.run(api, "setup")
+        objects = len([1 for m, dummy, q, dummy in api.requests if m == "PATCH" and not q.get("dryRun")])
         rows = []
         for i in range(args.runs):
             del api.requests[:]
             start = time.monotonic()
-            result = scenario.run(work, api, "noop-%d" % i, collections=collections_path)
+            result = scenario.run(api, "noop-%d" % i)
             elapsed = time.monotonic() - start
-            verbs = collections.Counter()
-            for method, path, dummy, dummy in api.requests:
-                discovery = method == "GET" and (path in ("/version", "/api", "/apis")
-                                                 or re.match(r"^/api/v1/?$|^/apis/[^/]+/[^/]+/?$", path))
-                verbs["discovery" if discovery else method] += 1
-            rows.append((elapsed, result.tasks, len(api.requests), dict(verbs)))
+            counted = verbs(api.requests)
+            rows.append((elapsed, result.tasks, len(api.requests)))
             print("run %d: %.1f s, %d tasks, %d API calls %s" % (
-                i + 1, elapsed, result.tasks, len(api.requests), dict(sorted(verbs.items()))))
+                i + 1, elapsed, result.tasks, len(api.requests), dict(sorted(counted.items()))))
+            if "changed=0" not in [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1]:
+                print("  not a no-op: " + [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1])
+    print("scenario %s: %d tasks on the first apply, %d server-side apply PATCHes then" % (
+        args.scenario, first.tasks, objects))
     print("median: %.1f s, %d tasks, %d API calls (collection from %s)" % (
         statistics.median(r[0] for r in rows), rows[-1][1], rows[-1][2], args.collection_tree))
+    if args.scenario == "full":
+        print("releases seeded as deployed: %s" % ", ".join(scenario.releases))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ It is not a validating server: schemas are checked by the render tests.
 """
 import copy
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -122,19 +123,34 @@ def _merge(base, patch):
 
 
 def _selector(text):
-    """Equality-based label selector (`a=b,c!=d,e`, `!f`), as the API's list documents it."""
+    """A label selector as the API's list documents it (apimachinery's labels.Parse): equality
+    terms (`a=b`, `a==b`, `c!=d`), existence (`e`, `!f`) and set terms (`g in (x,y)`,
+    `h notin (z)`), joined by commas; an unknown operator is an error, as the API server's 400."""
     terms = []
-    for term in [t.strip() for t in text.split(",") if t.strip()]:
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            terms.append(lambda labels, k=key.strip(), v=value.strip(): labels.get(k) != v)
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            terms.append(lambda labels, k=key.strip(), v=value.strip(): labels.get(k) == v)
-        elif term.startswith("!"):
-            terms.append(lambda labels, k=term[1:].strip(): k not in labels)
+    pos, text = 0, text.strip()
+    pattern = re.compile(r"\s*(!?)\s*([A-Za-z0-9_./-]+)\s*(?:(in|notin)\s*\(([^)]*)\)|(==|=|!=)\s*([A-Za-z0-9_.-]*))?\s*(,|$)")
+    while pos < len(text):
+        m = pattern.match(text, pos)
+        if not m or m.end() == pos:
+            raise ValueError("unable to parse requirement: %r" % text[pos:])
+        neg, key, set_op, values, op, value = m.group(1, 2, 3, 4, 5, 6)
+        if neg and (set_op or op):
+            raise ValueError("unable to parse requirement: %r" % m.group(0))
+        if set_op:
+            members = frozenset(v.strip() for v in values.split(",") if v.strip())
+            if set_op == "in":
+                terms.append(lambda labels, k=key, vs=members: labels.get(k) in vs)
+            else:
+                terms.append(lambda labels, k=key, vs=members: labels.get(k) not in vs)
+        elif op == "!=":
+            terms.append(lambda labels, k=key, v=value: labels.get(k) != v)
+        elif op:
+            terms.append(lambda labels, k=key, v=value: labels.get(k) == v)
+        elif neg:
+            terms.append(lambda labels, k=key: k not in labels)
         else:
-            terms.append(lambda labels, k=term: k in labels)
+            terms.append(lambda labels, k=key: k in labels)
+        pos = m.end()
     return lambda labels: all(t(labels) for t in terms)
 
 
@@ -365,7 +381,11 @@ class FakeAPIServer:
             dry_run = (query.get("dryRun") or [""])[0] == "All"
             if method == "GET":
                 if name is None:
-                    selector = _selector((query.get("labelSelector") or [""])[0])
+                    try:
+                        selector = _selector((query.get("labelSelector") or [""])[0])
+                    except ValueError as exc:
+                        return req._send(400, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                               "message": str(exc), "reason": "BadRequest", "code": 400})
                     items = [self._shown(k, o) for k, o in sorted(self.objects.items())
                              if k[0] == gv and k[1] == plural and (not ns or k[2] == ns)
                              and selector((o.get("metadata") or {}).get("labels") or {})]

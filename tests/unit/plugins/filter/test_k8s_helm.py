@@ -172,6 +172,24 @@ def test_plans_pair_each_release_with_its_lookup():
         f.k8s_helm_plans([WANTED, other], {"results": [{"resources": []}]})
 
 
+def test_one_lookup_of_every_release_is_split_by_namespace_and_name():
+    """What flush reads: one list of owner=helm,name in (...) across namespaces."""
+    ours = [storage_secret(r) for r in revisions("pending-upgrade")]
+    # The same release name in another namespace is someone else's release, deployed there.
+    theirs = []
+    for rel in revisions("deployed"):
+        rel = dict(rel, namespace="lab")
+        theirs.append(storage_secret(rel))
+    other = dict(WANTED, name="kueue", namespace="kueue-system")
+    plans = f.k8s_helm_plans([WANTED, other], {"resources": theirs + ours}, True)
+    assert [(p["name"], p["namespace"], p["state"], p["recover"], p["action"]) for p in plans] == [
+        ("gpu-operator", "gpu-operator", "pending-upgrade", "rollback", "upgrade"),
+        ("kueue", "kueue-system", "", "", "install")]
+    # Only the other namespace has the release: ours is not installed.
+    alone = f.k8s_helm_plans([WANTED], {"resources": theirs}, True)
+    assert [(p["state"], p["action"], p["reason"]) for p in alone] == [("", "install", "not installed")]
+
+
 def test_a_secret_that_is_not_helms_is_ignored_and_a_broken_one_named():
     foreign = storage_secret(revisions("deployed")[0])
     foreign["metadata"]["labels"]["owner"] = "someone-else"

@@ -1,5 +1,6 @@
 """filter_module(): every filter is registered under its own function's name."""
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +26,15 @@ def test_a_caller_cannot_change_the_table():
     assert cls().filters() == {"first": first}
 
 
-@pytest.mark.parametrize("name", ["fleet", "gpu_capacity", "gpu_health", "gpu_upgrade", "k8s_applyset", "k8s_helm",
-                                  "k8s_objects", "nccl_test"])
+# Every filter plugin file, so that a new one is checked without being listed here.
+FILTER_FILES = sorted(p.stem for p in (Path(__file__).resolve().parents[4] / "plugins" / "filter").glob("*.py"))
+
+
+def test_the_filter_files_are_found():
+    assert {"k8s_batch", "k8s_objects", "nccl_test"} <= set(FILTER_FILES)
+
+
+@pytest.mark.parametrize("name", FILTER_FILES)
 def test_every_documented_filter_is_registered(name, repo_root):
     plugin = importlib.import_module("ansible_collections.gpuops.platform.plugins.filter." + name)
     registered = plugin.FilterModule().filters()

@@ -1,0 +1,177 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""Apply the queued layers of a run phase by phase, and count them per layer.
+
+cluster.yml queues every layer (k8s_apply tasks_from=batch, then main per
+layer) and applies them at once (tasks_from=flush): each phase of all the
+layers in one call. ``k8s_batch`` merges the queue into those calls;
+``k8s_batch_layers`` splits what the calls returned back into one summary
+entry per layer, the shape a single-layer apply records.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.text.converters import to_text
+
+from ansible_collections.gpuops.platform.plugins.filter.k8s_applyset import k8s_applyset_identities
+from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import (
+    k8s_apply_report, k8s_helm_release, k8s_in_namespaces, k8s_served)
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+
+# Helm's release name rule (pkg/chartutil/validate_name.go): the names go into
+# one set-based label selector, ``name in (a,b)``, so nothing else may pass.
+RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _layers(queue):
+    if not isinstance(queue, list):
+        raise AnsibleFilterError("k8s_batch expects the list of queued layers (gpuops_k8s_queue), got %r" % (queue,))
+    for layer in queue:
+        if not isinstance(layer, Mapping) or not layer.get("layer") or not isinstance(layer.get("phases"), Mapping):
+            raise AnsibleFilterError("a queued layer needs layer and phases (see k8s_apply's main.yml), got %r" % (layer,))
+    # Stable: layers of one order keep the order they were queued in.
+    return sorted(queue, key=lambda layer: int(layer.get("order", 50)))
+
+
+def k8s_batch(queue, api_kinds=None, namespaces=None, check=False):
+    """One apply call per phase for every queued layer.
+
+    Returns ``namespaces`` and ``crds`` (each one call), ``releases`` (Helm,
+    layer by layer, normalised by k8s_helm_release), ``release_names`` (for
+    one storage lookup), ``wait_crds``, ``groups`` (every other object in
+    calls of one force-conflicts, no_log and wait setting, layer by layer;
+    with no CRD and no release anywhere the namespaces lead the first group,
+    one call less), ``no_log`` (any layer hides its output) and, in check
+    mode, ``unchecked``: per layer the objects the server cannot dry-run
+    (their kind or namespace would be created first). ``applysets`` is the
+    ``sets`` of one k8s_applyset run: each layer's parent name and the
+    identities (no data) of its objects.
+    """
+    layers = _layers(queue)
+    out = {"namespaces": [], "crds": [], "releases": [], "release_names": [], "wait_crds": [], "groups": [],
+           "no_log": False, "unchecked": [],
+           "applysets": [{"name": layer.get("set_name"), "objects": k8s_applyset_identities(layer.get("members"))}
+                         for layer in layers]}
+    groups = {}
+    for layer in layers:
+        phases = layer["phases"]
+        out["namespaces"] += list(phases.get("namespaces") or [])
+        out["crds"] += list(phases.get("crds") or [])
+        for release in layer.get("releases") or []:
+            rel = k8s_helm_release(release)
+            if len(rel["name"]) > 53 or not RELEASE_NAME.match(rel["name"]):
+                raise AnsibleFilterError("Helm release name %r (layer %s) is invalid: lower-case letters, digits, '-' "
+                                         "and '.', at most 53 characters (Helm's rule)" % (rel["name"], layer["layer"]))
+            out["releases"].append(release)
+            if rel["name"] not in out["release_names"]:
+                out["release_names"].append(rel["name"])
+            out["no_log"] = out["no_log"] or rel["sensitive"]
+        out["wait_crds"] += [to_text(c) for c in layer.get("wait_crds") or [] if to_text(c) not in out["wait_crds"]]
+        out["no_log"] = out["no_log"] or bool(layer.get("no_log"))
+        resources = list(phases.get("resources") or [])
+        if check:
+            checkable = k8s_in_namespaces(k8s_served(resources, api_kinds), namespaces)
+            if len(checkable) < len(resources):
+                skipped = [o for o in resources if o not in checkable]
+                out["unchecked"].append({"layer": layer["layer"], "count": len(skipped),
+                                         "kinds": sorted(set(to_text(o["kind"]) for o in skipped))})
+            resources = checkable
+        if not resources:
+            continue
+        key = (bool(layer.get("force_conflicts")), bool(layer.get("no_log")), bool(layer.get("wait")))
+        if key not in groups:
+            groups[key] = {"force_conflicts": key[0], "no_log": key[1], "wait": key[2], "objects": []}
+            out["groups"].append(groups[key])
+        groups[key]["objects"] += resources
+    # A hidden group stays hidden; the plain one goes first, namespaces lead it.
+    out["groups"].sort(key=lambda g: (g["no_log"], g["force_conflicts"], g["wait"]))
+    if out["namespaces"] and not out["crds"] and not out["releases"]:
+        plain = [g for g in out["groups"] if not g["no_log"] and not g["force_conflicts"] and not g["wait"]]
+        if not plain:
+            plain = [{"force_conflicts": False, "no_log": False, "wait": False, "objects": []}]
+            out["groups"].insert(0, plain[0])
+        plain[0]["objects"] = out["namespaces"] + plain[0]["objects"]
+        out["namespaces"] = []
+    return out
+
+
+def _ident(obj):
+    meta = (obj or {}).get("metadata") or {}
+    return (to_text(obj.get("apiVersion") or "").rpartition("/")[0], to_text(obj.get("kind") or ""),
+            to_text(meta.get("namespace") or ""), to_text(meta.get("name") or ""))
+
+
+def _loop_results(registered):
+    """The per-item results of a registered loop (or the one result of a plain task), skipped ones left out."""
+    if not isinstance(registered, Mapping) or registered.get("skipped") and "results" not in registered:
+        return []
+    items = registered.get("results") if isinstance(registered.get("results"), list) else [registered]
+    return [r for r in items if isinstance(r, Mapping) and not r.get("skipped")]
+
+
+def k8s_batch_layers(queue, applied, helm=None, applysets=None, plans=None):
+    """One summary entry per queued layer, from what the batch's calls returned.
+
+    ``applied`` lists the registered kubernetes.core.k8s results (namespaces,
+    CRDs, the object groups' loop); an object counts for the layer that
+    planned it. ``helm`` is the registered results of the Helm tasks (their
+    loop items are the releases), ``applysets`` the registered k8s_applyset
+    result (its ``sets``, by parent name) and ``plans`` the Helm decisions of
+    k8s_helm_plans.
+    """
+    layers = _layers(queue)
+    k8s_items = []
+    for reg in applied or []:
+        for res in _loop_results(reg):
+            k8s_items.append(res)
+    helm_items = []
+    for reg in helm or []:
+        helm_items += _loop_results(reg)
+    sets = dict((to_text(r.get("name")), r) for r in (applysets or {}).get("sets") or [] if isinstance(r, Mapping))
+    out = []
+    for layer in layers:
+        members = set(_ident(o) for o in layer.get("members") or [])
+        mine = []
+        for res in k8s_items:
+            nested = (res.get("result") or {}).get("results") if isinstance(res.get("result"), Mapping) else None
+            for item in nested if isinstance(nested, list) else [res]:
+                obj = item.get("result") if isinstance(item, Mapping) and isinstance(item.get("result"), Mapping) else {}
+                if _ident(obj) in members:
+                    mine.append(item)
+        releases = [k8s_helm_release(r) for r in layer.get("releases") or []]
+        names = set((r["name"], r["namespace"]) for r in releases)
+        layer_plans = [p for p in plans or [] if (p.get("name"), p.get("namespace")) in names]
+        helm_changed = any(r.get("changed") for r in helm_items
+                           if isinstance(r.get("item"), Mapping)
+                           and (to_text(r["item"].get("name")), to_text(r["item"].get("namespace"))) in names)
+        applyset = sets.get(to_text(layer.get("set_name"))) or {}
+        report = k8s_apply_report(mine, values=not layer.get("no_log"))
+        out.append({
+            "name": layer["layer"],
+            "order": int(layer.get("order", 50)),
+            "objects": int(layer.get("objects", len(layer.get("members") or []))),
+            "releases": [r["name"] for r in releases],
+            "changed": bool(report["created"] or report["changed"] or helm_changed or applyset.get("changed")),
+            "report": report,
+            "helm": [p.get("action") for p in layer_plans],
+            "pruned": list(applyset.get("pruned") or []),
+            "kept": list(applyset.get("kept") or []),
+            "recovered": ["%s: %s" % (p.get("name"), p.get("reason")) for p in layer_plans if p.get("recover")],
+            "files": [],
+        })
+    return out
+
+
+FilterModule = filter_module(
+    k8s_batch,
+    k8s_batch_layers,
+)
