@@ -225,3 +225,18 @@ def test_a_dropped_tenant_is_pruned_a_foreign_object_never_and_check_mode_only_l
         assert api.get("ResourceQuota", "gpuops-tenant", "team-a") is not None
         # Nodes are never members, so never pruned.
         assert api.get("Node", "gpu-a") is not None and PART_OF not in api.get("Node", "gpu-a")["metadata"]["labels"]
+
+
+def test_a_layer_without_releases_never_acts_on_an_earlier_applys_helm_plans(tmp_path, installed_collection):
+    """The Helm decisions are set on every apply: stale ones would uninstall a release again (and call helm)."""
+    with FakeAPIServer() as api:
+        result = render_cluster(tmp_path / "stale", extra_vars={"gpuops_k8s_render_dir": "", "gpuops_k8s_host": api.url,
+                                                                 "gpuops_k8s_api_key": TOKEN},
+                                nodes=NODES, playbook="tests/integration/k8s/stale_helm_plans.yml",
+                                env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None},
+                                collections_path=installed_collection)
+        assert api.get("ConfigMap", "applied", "stale-check")["data"] == {"layer": "stale_check"}
+        flat = " ".join(result.output.split())
+        assert "Uninstall the Helm releases that never deployed" in flat
+        assert "never deployed: uninstalled" not in flat
+        assert "failed=0" in recap(result)
