@@ -199,6 +199,48 @@ def k8s_api_kinds(apis):
     return sorted(kinds)
 
 
+def k8s_api_resources(apis):
+    """Flatten kubernetes.core.k8s_cluster_info ``apis`` into sorted ``<plural>.<group>`` names (a CRD's name).
+
+    A custom resource is served only once its CRD is Established, so a CRD
+    whose name is here needs no wait.
+    """
+    if not apis:
+        return []
+    if not isinstance(apis, Mapping):
+        raise AnsibleFilterError("k8s_api_resources expects the apis mapping returned by kubernetes.core.k8s_cluster_info")
+    names = set()
+    for group_version, resources in apis.items():
+        group = to_text(group_version).rpartition("/")[0]
+        for kind, info in (resources or {}).items():
+            plural = (info or {}).get("name") if isinstance(info, Mapping) else None
+            if group and plural and "/" not in plural:  # subresources (pods/log) are not CRDs
+                names.add("%s.%s" % (to_text(plural), group))
+    return sorted(names)
+
+
+def _taint_key(taint):
+    return (to_text(taint.get("key") or ""), to_text(taint.get("effect") or ""), to_text(taint.get("value") or ""))
+
+
+def k8s_nodes_missing_taints(nodes, taints):
+    """Names of the nodes (Node objects) that lack one of ``taints``: the same key, effect and value.
+
+    kubernetes.core.k8s_taint (state present) adds a missing taint and replaces
+    the value of one with the same key and effect; a node that has them all
+    needs no call.
+    """
+    wanted = [_taint_key(t) for t in taints or []]
+    out = []
+    for node in nodes or []:
+        if not isinstance(node, Mapping):
+            raise AnsibleFilterError("k8s_nodes_missing_taints expects Node objects, got %r" % (node,))
+        have = set(_taint_key(t) for t in ((node.get("spec") or {}).get("taints") or []))
+        if any(w not in have for w in wanted):
+            out.append(to_text((node.get("metadata") or {}).get("name")))
+    return out
+
+
 def k8s_helm_release(release):
     """Normalise one Helm release into what kubernetes.core.helm and the render need.
 
@@ -415,6 +457,8 @@ FilterModule = filter_module(
     k8s_manifest,
     k8s_yaml,
     k8s_api_kinds,
+    k8s_api_resources,
+    k8s_nodes_missing_taints,
     k8s_helm_release,
     k8s_release_files,
     k8s_served,

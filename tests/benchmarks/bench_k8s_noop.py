@@ -7,13 +7,13 @@ Not a test: run it by hand, on an idle machine, from the repository root:
 
 `--scenario core` applies the configuration of
 tests/integration/k8s/test_core_apply.py: two tenants, time-slicing, two GPU
-nodes, and the layers with Helm releases off. `--scenario full` turns every
-layer on: the GPU Operator, Volcano, Kueue, KubeRay with a RayCluster, KAI, the
-DRA driver, the Network Operator and the tenants. There is no helm binary here,
-so each release is seeded into Helm's storage as deployed with the chart and
-values that a render of the same inventory gives, and the CRDs that its chart
-would install are seeded as Established. A no-op then calls no helm, as on a
-real cluster where nothing changed.
+nodes, and the layers with Helm releases off. `--scenario full` is
+test_stack_apply.py's: every layer on (the GPU Operator, Volcano, Kueue, KubeRay
+with a RayCluster, KAI, the DRA driver, the Network Operator and the tenants).
+There is no helm binary here, so each release is seeded into Helm's storage as
+deployed with the chart and values that a render of the same inventory gives,
+and the CRDs that its chart would install are seeded as Established. A no-op
+then calls no helm, as on a real cluster where nothing changed.
 
 The scenario is applied once, then `--runs` no-op runs are timed. Each run
 prints the wall time, the tasks executed (PLAY RECAP, skipped ones included),
@@ -43,23 +43,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "k8s"))
 
-import fake_apiserver  # noqa: E402
 from fake_apiserver import FakeAPIServer  # noqa: E402
-from k8s_support import render_cluster  # noqa: E402
 import test_core_apply as core  # noqa: E402
-import test_sched_apply as sched  # noqa: E402
-
-# The CRDs the add-on charts install that the layers wait for (k8s_apply_wait_crds).
-CHART_CRDS = {
-    "queues.scheduling.volcano.sh": ("scheduling.volcano.sh", "v1beta1", "queues", "Queue", "Cluster"),
-    "resourceflavors.kueue.x-k8s.io": ("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", "Cluster"),
-    "clusterqueues.kueue.x-k8s.io": ("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", "Cluster"),
-    "workloadpriorityclasses.kueue.x-k8s.io": ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
-                                               "WorkloadPriorityClass", "Cluster"),
-    "rayclusters.ray.io": ("ray.io", "v1", "rayclusters", "RayCluster", "Namespaced"),
-    "queues.scheduling.run.ai": ("scheduling.run.ai", "v2", "queues", "Queue", "Cluster"),
-    "nicclusterpolicies.mellanox.com": ("mellanox.com", "v1alpha1", "nicclusterpolicies", "NicClusterPolicy", "Cluster"),
-}
+import test_stack_apply as stack  # noqa: E402
 
 
 def build(tree, dest):
@@ -88,44 +74,14 @@ class Core:
 
 
 class Full(Core):
-    """Every layer, each Helm release already deployed as planned."""
-    nodes = sched.NODES
-
-    def extra(self, api=None):
-        extra = {
-            "gpu_operator_enabled": True, "gpu_operator_wait_ready": False,
-            "gpu_nodes_validate_retries": 1, "gpu_nodes_validate_delay": 0,
-            "kai_scheduler_enabled": True, "dra_driver_enabled": True, "network_operator_enabled": True,
-            "kuberay_cluster_enabled": True, "kuberay_cluster_create_namespace": True,
-            "gpu_sharing_configs": core.SHARING,
-            "gpu_tenants_list": [{"name": "team-a", "gpu_share": 0.5, "kueue_cluster_queue": "team-a",
-                                  "volcano_queue": "team-a"}],
-        }
-        if api is not None:
-            extra.update(gpuops_k8s_render_dir="", gpuops_k8s_host=api.url, gpuops_k8s_api_key=core.TOKEN)
-        return extra
+    """test_stack_apply.py's configuration: every layer, each Helm release already deployed as planned."""
+    nodes = stack.NODES
 
     def seed(self, api):
-        for group_version, kinds in sched.KINDS.items():
-            fake_apiserver.RESOURCES[group_version] = kinds
-        sched.seed(api)
-        planned = render_cluster(self.work / "render", extra_vars=self.extra(), nodes=self.nodes,
-                                 collections_path=self.collections)
-        for name, entry in planned.releases.items():
-            api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": entry["release"]["namespace"]}})
-            api.add(core.helm_storage(entry["release"], entry["values"], 1, "deployed", entry["release"]["version"]))
-        for name, (group, version, plural, kind, scope) in CHART_CRDS.items():
-            api.add({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                     "metadata": {"name": name},
-                     "spec": {"group": group, "scope": scope, "names": {"plural": plural, "kind": kind},
-                              "versions": [{"name": version, "served": True, "storage": True}]},
-                     "status": {"conditions": [{"type": "Established", "status": "True"}]}})
-        self.releases = sorted(planned.releases)
+        self.releases = sorted(stack.seed(api, self.work, self.collections).releases)
 
     def run(self, api, name):
-        return render_cluster(self.work / name, extra_vars=self.extra(api), nodes=self.nodes,
-                              env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None},
-                              collections_path=self.collections)
+        return stack.run(api, self.work, name, self.collections)
 
 
 def verbs(requests):

@@ -185,3 +185,42 @@ def test_duplicates_are_keyed_by_api_group_not_version():
     two = [obj("Job", "x", "team-a", api="batch/v1"), obj("Job", "x", "team-a", api="example.com/v1"),
            obj("Job", "x", "team-b", api="batch/v1"), obj("CronJob", "x", "team-a", api="batch/v1")]
     assert len(f.k8s_apply_order(two)) == 4
+
+
+# --- discovery and taints: what lets a no-op skip module runs -----------------
+
+def test_api_resources_are_named_as_their_crds():
+    apis = {
+        "v1": {"Pod": {"name": "pods", "namespaced": True}, "Binding": {"name": "bindings"}},
+        "apps/v1": {"Deployment": {"name": "deployments"}},
+        "scheduling.volcano.sh/v1beta1": {"Queue": {"name": "queues"}},
+        "kueue.x-k8s.io/v1beta2": {"ClusterQueue": {"name": "clusterqueues"},
+                                   "ClusterQueueStatus": {"name": "clusterqueues/status"}},
+    }
+    assert f.k8s_api_resources(apis) == ["clusterqueues.kueue.x-k8s.io", "deployments.apps", "queues.scheduling.volcano.sh"]
+    assert f.k8s_api_resources(None) == []
+    with pytest.raises(AnsibleFilterError, match="apis mapping"):
+        f.k8s_api_resources(["v1"])
+
+
+def _node(name, taints=None):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"taints": taints} if taints else {}}
+
+
+def test_only_nodes_that_lack_a_wanted_taint_need_a_call():
+    wanted = [{"key": "gpu", "value": "true", "effect": "NoSchedule"}, {"key": "maint", "effect": "NoExecute"}]
+    nodes = [
+        _node("done", [{"key": "gpu", "value": "true", "effect": "NoSchedule"}, {"key": "maint", "effect": "NoExecute"},
+                       {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+        _node("bare"),
+        # Same key and effect, other value: k8s_taint replaces the value, so a call is needed.
+        _node("other-value", [{"key": "gpu", "value": "false", "effect": "NoSchedule"},
+                              {"key": "maint", "value": "", "effect": "NoExecute"}]),
+        # Same key and value, other effect.
+        _node("other-effect", [{"key": "gpu", "value": "true", "effect": "PreferNoSchedule"},
+                               {"key": "maint", "effect": "NoExecute"}]),
+    ]
+    assert f.k8s_nodes_missing_taints(nodes, wanted) == ["bare", "other-value", "other-effect"]
+    assert f.k8s_nodes_missing_taints(nodes, []) == []
+    with pytest.raises(AnsibleFilterError, match="Node objects"):
+        f.k8s_nodes_missing_taints(["done"], wanted)
