@@ -42,6 +42,29 @@ def _layers(queue):
     return sorted(queue, key=lambda layer: int(layer.get("order", 50)))
 
 
+def _settings(layers):
+    """The settings every queued layer was handed (field manager, timeouts, Helm recovery, pruning): one flush
+    applies one set, so a layer that was given others is refused rather than applied with the wrong ones."""
+    settings = None
+    for layer in layers:
+        mine = dict(layer.get("settings") or {})
+        if settings is None:
+            settings, first = mine, layer["layer"]
+        elif mine != settings:
+            differ = sorted(k for k in set(mine) | set(settings) if mine.get(k) != settings.get(k))
+            raise AnsibleFilterError(
+                "layer %s was queued with other k8s_apply settings than layer %s (%s): one flush applies one set; "
+                "set them through the gpuops_k8s_* variables, or apply that layer without tasks_from=batch"
+                % (layer["layer"], first, ", ".join(differ)))
+    return settings or {}
+
+
+def _all_force(layers, phase):
+    """Force conflicts in a shared phase only when every layer with objects in it forces them."""
+    having = [layer for layer in layers if (layer["phases"].get(phase) or [])]
+    return bool(having) and all(layer.get("force_conflicts") for layer in having)
+
+
 def k8s_batch(queue, api_kinds=None, namespaces=None, check=False):
     """One apply call per phase for every queued layer.
 
@@ -54,11 +77,15 @@ def k8s_batch(queue, api_kinds=None, namespaces=None, check=False):
     mode, ``unchecked``: per layer the objects the server cannot dry-run
     (their kind or namespace would be created first). ``applysets`` is the
     ``sets`` of one k8s_applyset run: each layer's parent name and the
-    identities (no data) of its objects.
+    identities (no data) of its objects. ``settings`` is the one set of
+    k8s_apply settings the layers share (they must agree);
+    ``force_namespaces`` and ``force_crds`` force conflicts only when every
+    layer with objects in that phase does.
     """
     layers = _layers(queue)
     out = {"namespaces": [], "crds": [], "releases": [], "release_names": [], "wait_crds": [], "groups": [],
-           "no_log": False, "unchecked": [],
+           "no_log": False, "unchecked": [], "settings": _settings(layers),
+           "force_namespaces": _all_force(layers, "namespaces"), "force_crds": _all_force(layers, "crds"),
            "applysets": [{"name": layer.get("set_name"), "objects": k8s_applyset_identities(layer.get("members"))}
                          for layer in layers]}
     groups = {}

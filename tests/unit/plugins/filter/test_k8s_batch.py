@@ -30,11 +30,15 @@ RELEASE = {"name": "kueue", "namespace": "kueue-system", "chart": "kueue", "vers
            "repo_url": "oci://registry.k8s.io/kueue/charts", "values": {}}
 
 
+SETTINGS = {"field_manager": "gpuops-platform", "wait_timeout": 300, "helm_timeout": "10m0s", "helm_recover": True,
+            "prune": True, "prune_namespaces_with_foreign_objects": False, "applyset_namespace": "gpuops-system"}
+
+
 def layer(name, order, objects, releases=(), **kw):
     members = k8s_applyset_members(objects, "gpuops-" + name.replace("_", "-"), "gpuops-system")
     entry = {"layer": name, "order": order, "set_name": "gpuops-" + name.replace("_", "-"), "members": members,
              "phases": k8s_phases(members), "releases": list(releases), "wait_crds": [], "wait": False,
-             "no_log": False, "force_conflicts": False, "objects": len(objects)}
+             "no_log": False, "force_conflicts": False, "objects": len(objects), "settings": dict(SETTINGS)}
     entry.update(kw)
     return entry
 
@@ -156,3 +160,22 @@ def test_a_hidden_layer_reports_field_names_without_values():
                                 {"before": {"data": {"k": "old"}}, "after": {"data": {"k": "new"}}})]}
     entry = k8s_batch_layers(queue, [loop])[0]
     assert entry["report"]["fields"] == {"ConfigMap x/s": ["data.k"]}
+
+
+def test_the_layers_share_one_set_of_settings_or_the_queue_is_refused():
+    queue = [layer("sharing", 20, [cm("dp", "gpu-operator")]), layer("tenants", 80, [cm("q", "team-a")])]
+    assert k8s_batch(queue)["settings"] == SETTINGS
+    queue[1]["settings"] = dict(SETTINGS, field_manager="someone", prune=False)
+    with pytest.raises(AnsibleFilterError, match=r"layer tenants was queued with other k8s_apply settings than layer "
+                                                 r"sharing \(field_manager, prune\)"):
+        k8s_batch(queue)
+
+
+def test_the_namespaces_call_forces_conflicts_only_when_every_layer_with_namespaces_does():
+    forcing = layer("nodes", 30, [ns("a"), node("gpu-a")], force_conflicts=True)
+    plain = layer("tenants", 80, [ns("b"), cm("q", "b")], [RELEASE])
+    assert k8s_batch([forcing])["force_namespaces"] is True
+    assert k8s_batch([forcing, plain])["force_namespaces"] is False
+    # A forcing layer without namespaces does not decide for the others.
+    assert k8s_batch([layer("nodes", 30, [node("gpu-a")], force_conflicts=True), plain])["force_namespaces"] is False
+    assert k8s_batch([forcing, plain])["force_crds"] is False
