@@ -68,14 +68,15 @@ class Core:
     """test_core_apply.py's configuration."""
     nodes = core.NODES
 
-    def __init__(self, work, collections_path):
-        self.work, self.collections = work, collections_path
+    def __init__(self, work, collections_path, tree):
+        # The playbook comes from the same checkout as the collection.
+        self.work, self.collections, self.playbook = work, collections_path, str(tree / "playbooks" / "cluster.yml")
 
     def seed(self, api):
         core.seed(api, str(len(core.load_facts("hgx-h100")["gpus"]) * 4))
 
     def run(self, api, name):
-        return core.run(self.work, api, name, collections=self.collections)
+        return core.run(self.work, api, name, collections=self.collections, playbook=self.playbook)
 
 
 class Full(Core):
@@ -83,10 +84,10 @@ class Full(Core):
     nodes = stack.NODES
 
     def seed(self, api):
-        self.releases = sorted(stack.seed(api, self.work, self.collections).releases)
+        self.releases = sorted(stack.seed(api, self.work, self.collections, self.playbook).releases)
 
     def run(self, api, name):
-        return stack.run(api, self.work, name, self.collections)
+        return stack.run(api, self.work, name, self.collections, playbook=self.playbook)
 
     def manifests(self):
         """The rendered manifests that cluster.yml applies (the smoke tests' only with gpu_smoke_test_run)."""
@@ -151,7 +152,7 @@ def main():
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-k8s-noop-"))
     collections_path = build(Path(args.collection_tree), work)
-    scenario = (Full if args.scenario == "full" else Core)(work, collections_path)
+    scenario = (Full if args.scenario == "full" else Core)(work, collections_path, Path(args.collection_tree).resolve())
     with FakeAPIServer() as api:
         scenario.seed(api)
         first = scenario.run(api, "setup")

@@ -36,7 +36,7 @@ def seed(api, allocatable_a):
         "kubernetes.io/hostname": "gpu-a", "nvidia.com/device-plugin.config": "default"}}), manager="kubectl-label")
 
 
-def run(tmp_path, api, name, args=(), expect_failure=False, collections=None, extra=None):
+def run(tmp_path, api, name, args=(), expect_failure=False, collections=None, extra=None, playbook="playbooks/cluster.yml"):
     return render_cluster(tmp_path / name, extra_vars=dict({
         "gpuops_k8s_render_dir": "",
         "gpuops_k8s_host": api.url,
@@ -52,7 +52,7 @@ def run(tmp_path, api, name, args=(), expect_failure=False, collections=None, ex
         "gpu_nodes_validate_retries": 1,
         "gpu_nodes_validate_delay": 0,
     }, **(extra or {})), nodes=NODES, env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, args=args,
-        expect_failure=expect_failure, collections_path=collections)
+        expect_failure=expect_failure, collections_path=collections, playbook=playbook)
 
 
 def recap(result):

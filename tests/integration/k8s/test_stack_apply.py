@@ -52,14 +52,15 @@ def stack_vars(api=None):
     return extra
 
 
-def seed(api, workdir, collections):
+def seed(api, workdir, collections, playbook="playbooks/cluster.yml"):
     """Nodes, each release deployed with the chart and values a render gives, and the charts' CRDs.
 
     Returns the render (its objects and releases)."""
     for group_version, kinds in sched.KINDS.items():
         fake_apiserver.RESOURCES[group_version] = kinds
     sched.seed(api)
-    planned = render_cluster(workdir / "render", extra_vars=stack_vars(), nodes=NODES, collections_path=collections)
+    planned = render_cluster(workdir / "render", extra_vars=stack_vars(), nodes=NODES, collections_path=collections,
+                             playbook=playbook)
     for entry in planned.releases.values():
         api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": entry["release"]["namespace"]}})
         api.add(core.helm_storage(entry["release"], entry["values"], 1, "deployed", entry["release"]["version"]))
@@ -71,8 +72,8 @@ def seed(api, workdir, collections):
     return planned
 
 
-def run(api, workdir, name, collections, args=()):
-    return render_cluster(workdir / name, extra_vars=stack_vars(api), nodes=NODES, args=args,
+def run(api, workdir, name, collections, args=(), playbook="playbooks/cluster.yml"):
+    return render_cluster(workdir / name, extra_vars=stack_vars(api), nodes=NODES, args=args, playbook=playbook,
                           env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, collections_path=collections)
 
 
