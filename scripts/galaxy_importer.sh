@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Import the collection as Galaxy does, offline, on a tarball built here from
-# the working tree: galaxy-importer (its checks, ansible-doc and ansible-lint),
+# the working tree: galaxy-importer (its checks and ansible-doc; its ansible-lint
+# run is the lint stage's, see galaxy-importer.cfg),
 # the flake8 run of Automation Hub's importer, and antsibull-docs' docs lint.
 # Fails on any error or warning: galaxy-importer exits 0 on most of them.
 set -euo pipefail
@@ -22,9 +23,9 @@ tarball=$(echo "$work"/dist/gpuops-platform-*.tar.gz)
 dest="$work/collections/ansible_collections/gpuops/platform"
 mkdir -p "$dest" && tar -xzf "$tarball" -C "$dest"
 
-# The importer's ansible-lint looks for collections in its own temporary folder
-# and, like every ansible-core, on sys.path. Galaxy cannot be reached, so the
-# dependencies that galaxy.yml declares are linked from collections/ (the
+# The importer's ansible-doc and antsibull-docs (which checks the references to
+# kubernetes.core) look for collections, like every ansible-core, on sys.path
+# too. Galaxy cannot be reached, so the dependencies that galaxy.yml declares are linked from collections/ (the
 # pinned `ansible` wheel's, see bootstrap.sh) into the venv's site-packages,
 # where `pip install ansible` puts them, once their versions are checked.
 site=$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
@@ -58,8 +59,8 @@ while wanted:
             wanted.append((fqcn, dep))
 PY
 
-# The three checks run at the same time: the importer's ansible-doc and most
-# of its ansible-lint run leave a core idle. Each one's output goes to
+# The three checks run at the same time: the importer's ansible-doc leaves a
+# core idle. Each one's output goes to
 # $work/NAME.out, its exit code to $work/NAME.rc, its time to $work/NAME.s.
 check() {
   local name=$1 start=$SECONDS rc=0
@@ -75,23 +76,7 @@ importer() {
   cd "$work/importer" || return
   GALAXY_IMPORTER_CONFIG="$ROOT/scripts/galaxy-importer.cfg" \
     GALAXY_IMPORTER_ANSIBLE_LOCAL_TMP="$work/ansible-tmp" GALAXY_IMPORTER_TMP_ROOT_DIR="$work" \
-    python - "$tarball" <<'PY'
-import subprocess, sys
-from galaxy_importer import main
-from galaxy_importer.loaders import collection
-
-
-class Popen(subprocess.Popen):
-    # Galaxy gives ansible-lint 180 s on its own servers; beside the rest of
-    # the suite on two cores the same run can take longer, and a timeout
-    # would hide its findings.
-    def communicate(self, input=None, timeout=None):
-        return super().communicate(input, timeout and max(timeout, 900))
-
-
-collection.Popen = Popen
-sys.exit(main.main(sys.argv[1:]))
-PY
+    python -m galaxy_importer.main "$tarball"
 }
 
 # galaxy-importer's own flake8 command (run_flake8), on the Python files only.

@@ -21,9 +21,10 @@ export PATH="$pybin:$PATH"
 
 # The import test bootstraps pip in each new venv with a downloaded get-pip
 # script, which fails offline. Seed ansible-test's cache with a stand-in that
-# bootstraps from ensurepip and installs the pinned pip from a wheel fetched
-# here: the pip bundled with some Pythons (3.12.1: pip 23.2) cannot reach the
-# index through this network's TLS proxy, while the venv's own pip can.
+# installs the pinned pip, fetched here as a wheel, by running pip from that
+# wheel as get-pip.py does: no index is needed, and no bundled pip is
+# installed and then upgraded first (ensurepip made each of the dozen venvs
+# take twice as long).
 pip_version=$(python - <<'PY'
 import re, ansible_test, pathlib
 src = pathlib.Path(ansible_test.__file__).parent / "_internal" / "python_requirements.py"
@@ -33,18 +34,19 @@ PY
 pip_wheels="$CACHE/pip-wheels"
 ls "$pip_wheels/pip-$pip_version-"*.whl >/dev/null 2>&1 ||
   python -m pip download -q --no-deps --only-binary=:all: -d "$pip_wheels" "pip==$pip_version"
+wheels=("$pip_wheels/pip-$pip_version-"*.whl)
+pip_wheel=${wheels[0]}
 getpip="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
 mkdir -p "$(dirname "$getpip")"
 # Rewritten on every run: it names this checkout's wheel folder.
 cat >"$getpip" <<PY
 """Offline stand-in for get-pip.py, written by gpuops.platform's scripts/sanity.sh."""
-import ensurepip
 import subprocess
 import sys
 
-ensurepip.bootstrap(upgrade=True)
 args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
-sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", "$pip_wheels"] + args))
+# pip runs from its wheel (as get-pip.py does) and installs the pinned pip.
+sys.exit(subprocess.call([sys.executable, "$pip_wheel/pip", "install", "--no-index", "--find-links", "$pip_wheels"] + args))
 PY
 
 # Outside any git work tree: inside one, ansible-test would list files with git

@@ -154,16 +154,43 @@ def test_without_rdma_the_namespace_stays_baseline(installed_collection, tmp_pat
                       "pod-security.kubernetes.io/enforce": "baseline"}
 
 
-@pytest.mark.parametrize("extra, shown", [
-    ({"gpu_smoke_test_rdma_test_binary": "/opt/all_reduce_perf; reboot"}, "(got /opt/all_reduce_perf; reboot)"),
-    ({"gpu_smoke_test_rdma_env": {"NCCL_IB_HCA": "x", "A;B": "y"}}, "(got ['NCCL_IB_HCA', 'A;B'])"),
-    ({"gpu_smoke_test_rdma_env": {"NCCL_DEBUG": "WARN"}}, "without NCCL_DEBUG"),
-    ({"gpu_smoke_test_rdma_max_bytes": "1G $(id)"}, "(got 1G $(id))"),
-    ({"gpu_smoke_test_rdma_gpus_per_node": 9}, "from 1 to 8 (got 9)"),
-    ({"gpu_smoke_test_rdma_resource": "rdma/a b"}, "(got rdma/a b)"),
-], ids=["binary", "env-name", "nccl-debug", "max-bytes", "gpus", "resource"])
-def test_values_that_reach_the_scripts_are_refused(installed_collection, tmp_path, extra, shown):
-    rc, output, data = build(installed_collection, tmp_path, dict(RDMA, **extra))
-    assert rc != 0 and data is None
-    flat = " ".join(output.split())
-    assert "gpu_smoke_test: the RDMA test needs" in flat and shown in flat, output[-3000:]
+REFUSED = {
+    "binary": ({"gpu_smoke_test_rdma_test_binary": "/opt/all_reduce_perf; reboot"}, "(got /opt/all_reduce_perf; reboot)"),
+    "env-name": ({"gpu_smoke_test_rdma_env": {"NCCL_IB_HCA": "x", "A;B": "y"}}, "(got ['NCCL_IB_HCA', 'A;B'])"),
+    "nccl-debug": ({"gpu_smoke_test_rdma_env": {"NCCL_DEBUG": "WARN"}}, "without NCCL_DEBUG"),
+    "max-bytes": ({"gpu_smoke_test_rdma_max_bytes": "1G $(id)"}, "(got 1G $(id))"),
+    "gpus": ({"gpu_smoke_test_rdma_gpus_per_node": 9}, "from 1 to 8 (got 9)"),
+    "resource": ({"gpu_smoke_test_rdma_resource": "rdma/a b"}, "(got rdma/a b)"),
+}
+
+
+@pytest.fixture(scope="module")
+def refused(installed_collection, tmp_path_factory):
+    """Every hostile value in one ansible-playbook run: one inventory host per
+    case, with the RDMA settings, the value and its own smoke_out as host
+    variables. Results as JSON, so each host's failure is one line."""
+    tmp = tmp_path_factory.mktemp("refused")
+    hosts = {name: dict(RDMA, **case[0], smoke_out=str(tmp / ("%s.json" % name)), ansible_connection="local",
+                        ansible_python_interpreter=sys.executable) for name, case in REFUSED.items()}
+    (tmp / "inventory.json").write_text(json.dumps({"all": {"hosts": hosts}}))
+    bindir = Path(sys.executable).parent
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(installed_collection), str(ROOT / "collections")]))
+    proc = subprocess.run([str(bindir / "ansible-playbook"), "-i", str(tmp / "inventory.json"), str(PLAYBOOK)],
+                          cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=300, check=False)
+    failures = {m.group(1): json.loads(m.group(2))
+                for m in re.finditer(r"^fatal: \[([^\]]+)\]: FAILED! => (\{.*\})$", proc.stdout, re.M)}
+    recap = {m.group(1): int(m.group(2))
+             for m in re.finditer(r"^(\S+)\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)}
+    return proc.returncode, proc.stdout, failures, recap, tmp
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_values_that_reach_the_scripts_are_refused(refused, name):
+    rc, output, failures, recap, tmp = refused
+    shown = REFUSED[name][1]
+    assert rc != 0 and recap.get(name) == 1 and not (tmp / ("%s.json" % name)).exists(), output[-3000:]
+    flat = " ".join(failures[name]["msg"].split())
+    assert "gpu_smoke_test: the RDMA test needs" in flat and shown in flat, flat
