@@ -23,11 +23,12 @@ tarball=$(echo "$work"/dist/gpuops-platform-*.tar.gz)
 dest="$work/collections/ansible_collections/gpuops/platform"
 mkdir -p "$dest" && tar -xzf "$tarball" -C "$dest"
 
-# The importer's ansible-doc and antsibull-docs (which checks the references to
-# kubernetes.core) look for collections, like every ansible-core, on sys.path
-# too. Galaxy cannot be reached, so the dependencies that galaxy.yml declares are linked from collections/ (the
-# pinned `ansible` wheel's, see bootstrap.sh) into the venv's site-packages,
-# where `pip install ansible` puts them, once their versions are checked.
+# The importer's ansible-doc and antsibull-docs (which checks the references
+# to kubernetes.core) look for collections, like every ansible-core, on
+# sys.path too. Galaxy cannot be reached, so the dependencies that galaxy.yml
+# declares are linked from collections/ (the pinned `ansible` wheel's, see
+# bootstrap.sh) into the venv's site-packages, where `pip install ansible` puts
+# them, once their versions are checked.
 site=$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 rm -rf "$site/ansible_collections"
 python - "$dest" "$COLLECTIONS" "$site" <<'PY'
@@ -60,8 +61,8 @@ while wanted:
 PY
 
 # The three checks run at the same time: the importer's ansible-doc leaves a
-# core idle. Each one's output goes to
-# $work/NAME.out, its exit code to $work/NAME.rc, its time to $work/NAME.s.
+# core idle. Each one's output goes to $work/NAME.out, its exit code to
+# $work/NAME.rc, its time to $work/NAME.s.
 check() {
   local name=$1 start=$SECONDS rc=0
   shift
