@@ -61,7 +61,7 @@ def _settings(layers):
 
 def _all_force(layers, phase):
     """Force conflicts in a shared phase only when every layer with objects in it forces them."""
-    having = [layer for layer in layers if (layer["phases"].get(phase) or [])]
+    having = [layer for layer in layers if layer["phases"].get(phase)]
     return bool(having) and all(layer.get("force_conflicts") for layer in having)
 
 
@@ -145,6 +145,13 @@ def _loop_results(registered):
     return [r for r in items if isinstance(r, Mapping) and not r.get("skipped")]
 
 
+def _release_key(item):
+    """(name, namespace) of a Helm loop item, or None when the item is not a release."""
+    if not isinstance(item, Mapping):
+        return None
+    return to_text(item.get("name")), to_text(item.get("namespace"))
+
+
 def k8s_batch_layers(queue, applied, helm=None, applysets=None, plans=None):
     """One summary entry per queued layer, from what the batch's calls returned.
 
@@ -177,9 +184,7 @@ def k8s_batch_layers(queue, applied, helm=None, applysets=None, plans=None):
         releases = [k8s_helm_release(r) for r in layer.get("releases") or []]
         names = set((r["name"], r["namespace"]) for r in releases)
         layer_plans = [p for p in plans or [] if (p.get("name"), p.get("namespace")) in names]
-        helm_changed = any(r.get("changed") for r in helm_items
-                           if isinstance(r.get("item"), Mapping)
-                           and (to_text(r["item"].get("name")), to_text(r["item"].get("namespace"))) in names)
+        helm_changed = any(r.get("changed") for r in helm_items if _release_key(r.get("item")) in names)
         applyset = sets.get(to_text(layer.get("set_name"))) or {}
         report = k8s_apply_report(mine, values=not layer.get("no_log"))
         out.append({

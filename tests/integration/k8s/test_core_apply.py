@@ -230,8 +230,9 @@ def test_a_dropped_tenant_is_pruned_a_foreign_object_never_and_check_mode_only_l
 def test_a_layer_without_releases_never_acts_on_an_earlier_applys_helm_plans(tmp_path, installed_collection):
     """The Helm decisions are set on every apply: stale ones would uninstall a release again (and call helm)."""
     with FakeAPIServer() as api:
-        result = render_cluster(tmp_path / "stale", extra_vars={"gpuops_k8s_render_dir": "", "gpuops_k8s_host": api.url,
-                                                                 "gpuops_k8s_api_key": TOKEN},
+        result = render_cluster(tmp_path / "stale",
+                                extra_vars={"gpuops_k8s_render_dir": "", "gpuops_k8s_host": api.url,
+                                            "gpuops_k8s_api_key": TOKEN},
                                 nodes=NODES, playbook="tests/integration/k8s/stale_helm_plans.yml",
                                 env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None},
                                 collections_path=installed_collection)

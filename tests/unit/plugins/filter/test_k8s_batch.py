@@ -62,8 +62,8 @@ def test_each_phase_of_every_layer_is_one_call_in_layer_order():
     assert names(batch["groups"][0]["objects"]) == [("ConfigMap", "dp"), ("ConfigMap", "k"), ("ConfigMap", "q")]
     # The ApplySet run gets each layer's parent and only the identities of its objects.
     assert [s["name"] for s in batch["applysets"]] == ["gpuops-sharing", "gpuops-kueue", "gpuops-tenants"]
-    assert batch["applysets"][0]["objects"][1] == {"apiVersion": "v1", "kind": "ConfigMap",
-                                                    "metadata": {"name": "dp", "namespace": "gpu-operator"}}
+    assert batch["applysets"][0]["objects"][1] == {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dp", "namespace": "gpu-operator"}}
 
 
 def test_without_crds_or_releases_the_namespaces_lead_the_objects_call():
