@@ -186,15 +186,20 @@ def k8s_yaml(value):
                                sort_keys=True, allow_unicode=True, width=1000)
 
 
-def k8s_api_kinds(apis):
-    """Flatten kubernetes.core.k8s_cluster_info ``apis`` into sorted ``apiVersion/Kind`` strings."""
+def _cluster_apis(apis, name):
+    """``(group_version, resources)`` of kubernetes.core.k8s_cluster_info's ``apis`` mapping, checked once."""
     if not apis:
         return []
     if not isinstance(apis, Mapping):
-        raise AnsibleFilterError("k8s_api_kinds expects the apis mapping returned by kubernetes.core.k8s_cluster_info")
+        raise AnsibleFilterError("%s expects the apis mapping returned by kubernetes.core.k8s_cluster_info" % name)
+    return [(to_text(group_version), resources or {}) for group_version, resources in apis.items()]
+
+
+def k8s_api_kinds(apis):
+    """Flatten kubernetes.core.k8s_cluster_info ``apis`` into sorted ``apiVersion/Kind`` strings."""
     kinds = set()
-    for group_version, resources in apis.items():
-        for kind in (resources or {}):
+    for group_version, resources in _cluster_apis(apis, "k8s_api_kinds"):
+        for kind in resources:
             kinds.add("%s/%s" % (to_text(group_version), to_text(kind)))
     return sorted(kinds)
 
@@ -205,14 +210,10 @@ def k8s_api_resources(apis):
     A custom resource is served only once its CRD is Established, so a CRD
     whose name is here needs no wait.
     """
-    if not apis:
-        return []
-    if not isinstance(apis, Mapping):
-        raise AnsibleFilterError("k8s_api_resources expects the apis mapping returned by kubernetes.core.k8s_cluster_info")
     names = set()
-    for group_version, resources in apis.items():
-        group = to_text(group_version).rpartition("/")[0]
-        for kind, info in (resources or {}).items():
+    for group_version, resources in _cluster_apis(apis, "k8s_api_resources"):
+        group = group_version.rpartition("/")[0]
+        for kind, info in resources.items():
             plural = (info or {}).get("name") if isinstance(info, Mapping) else None
             if group and plural and "/" not in plural:  # subresources (pods/log) are not CRDs
                 names.add("%s.%s" % (to_text(plural), group))
