@@ -1,0 +1,139 @@
+"""The data-only add-on roles (kube_prometheus_stack): found and run by
+k8s_addons, named nowhere in cluster.yml, rendered as their own layer with the
+release their shared options describe, checked against the upstream chart
+values, and refused with a clear error on a bad value."""
+import pytest
+import yaml
+
+import fake_apiserver
+import test_core_apply as core
+from fake_apiserver import FakeAPIServer
+from k8s_support import ROOT, check_helm_values, load_facts, render_cluster, validate_objects
+
+pytestmark = pytest.mark.slow
+
+NODES = {"gpu-a": {"facts": "hgx-h100"}}
+# The files a data-only add-on is made of; the recipe in CONTRIBUTING.md adds no other.
+SHAPE = {"defaults/main.yml", "meta/argument_specs.yml", "meta/main.yml", "templates/objects.yml.j2", "README.md"}
+DATA_ONLY = ["kube_prometheus_stack"]
+
+
+@pytest.fixture(scope="module")
+def stack(render):
+    return render("addon-stack-on", nodes=NODES, extra_vars={
+        "kube_prometheus_stack_enabled": True, "gpu_monitoring_enabled": True,
+        "kube_prometheus_stack_values": {"alertmanager": {"enabled": False},
+                                         "prometheus": {"prometheusSpec": {"retention": "30d"}}}})
+
+
+@pytest.fixture(scope="module")
+def stack_plain(render):
+    """Every knob of the role off its default, and the monitoring layer off."""
+    return render("addon-stack-plain", nodes=NODES, extra_vars={
+        "kube_prometheus_stack_enabled": True, "kube_prometheus_stack_select_all": False,
+        "kube_prometheus_stack_create_namespace": False, "kube_prometheus_stack_namespace": "observability",
+        "kube_prometheus_stack_layer_order": 12})
+
+
+@pytest.mark.parametrize("role", DATA_ONLY)
+def test_a_data_only_add_on_is_only_the_recipes_files(role):
+    base = ROOT / "roles" / role
+    files = {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()}
+    assert files == SHAPE, role
+
+
+def test_the_stack_is_its_own_layer_with_the_pinned_chart(stack, shared_reference):
+    layer = stack.layers["kube_prometheus_stack"]
+    assert layer["order"] == 83
+    (entry,) = layer["releases"].values()
+    release = entry["release"]
+    pinned = yaml.safe_load((shared_reference / "kube-prometheus-stack" / "chart" / "Chart.yaml").read_text())["version"]
+    assert (release["name"], release["namespace"], release["chart"]) == (
+        "kube-prometheus-stack", "monitoring", "kube-prometheus-stack")
+    assert release["version"] == str(pinned) and release["repoURL"].startswith("https://") and "chartPath" not in release
+    values = entry["values"]
+    assert check_helm_values(values, shared_reference / "kube-prometheus-stack" / "chart" / "values.yaml") == []
+    spec = values["prometheus"]["prometheusSpec"]
+    # The role's selectors (select every rule and monitor), then the site's values merged over them.
+    assert spec == {"ruleSelectorNilUsesHelmValues": False, "serviceMonitorSelectorNilUsesHelmValues": False,
+                    "podMonitorSelectorNilUsesHelmValues": False, "retention": "30d"}
+    assert values["alertmanager"] == {"enabled": False}
+
+
+def test_the_stack_owns_the_shared_namespace_at_the_level_node_exporter_needs(stack, shared_reference):
+    (ns,) = stack.layers["kube_prometheus_stack"]["objects"]
+    assert validate_objects([ns], shared_reference)["builtin"] == 1
+    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "monitoring"
+    labels = ns["metadata"]["labels"]
+    assert {labels["pod-security.kubernetes.io/%s" % m] for m in ("enforce", "audit", "warn")} == {"privileged"}
+    # One layer owns each object: gpu_monitoring leaves that namespace to the stack.
+    assert stack.find("Namespace", "monitoring") == [ns]
+    assert not [o for o in stack.layers["gpu_monitoring"]["objects"] if o["kind"] == "Namespace"]
+
+
+def test_the_monitoring_and_the_operator_see_the_stack(stack):
+    # gpu_monitoring_rules auto: the stack brings the PrometheusRule CRD in this run.
+    (rule,) = stack.find("PrometheusRule")
+    assert rule["metadata"]["namespace"] == "monitoring"
+    operator = stack.releases["gpu-operator"]["values"]
+    assert operator["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+
+
+def test_with_its_knobs_off_the_stack_sets_no_values_and_no_namespace(stack_plain):
+    layer = stack_plain.layers["kube_prometheus_stack"]
+    assert layer["order"] == 12 and layer["objects"] == []
+    (entry,) = layer["releases"].values()
+    assert entry["release"]["namespace"] == "observability" and entry["values"] == {}
+    assert "gpu_monitoring" not in stack_plain.layers
+
+
+def test_off_by_default_and_no_release_when_not_managed(render):
+    plain = render("addon-release-unmanaged", nodes=NODES, extra_vars={
+        "kube_prometheus_stack_enabled": True, "kube_prometheus_stack_manage_release": False})
+    layer = plain.layers["kube_prometheus_stack"]
+    assert layer["releases"] == {} and [o["kind"] for o in layer["objects"]] == ["Namespace"]
+
+
+def test_a_bad_value_stops_the_plan_naming_the_option(render):
+    failed = render("addon-bad-value", nodes=NODES, expect_failure=True,
+                    extra_vars={"kube_prometheus_stack_enabled": True, "kube_prometheus_stack_pod_security": "open"})
+    assert "kube_prometheus_stack_pod_security" in failed.output and "privileged, baseline, restricted" in failed.output
+    assert failed.layers == {}
+
+
+PART_OF = "applyset.kubernetes.io/part-of"
+
+
+def test_turning_the_stack_on_hands_the_namespace_over_and_then_changes_nothing(
+        tmp_path, installed_collection, monkeypatch):
+    """gpu_monitoring created the namespace; once the stack creates it, the stack's layer owns it, and
+    gpu_monitoring's prune must not delete it. No helm binary is here: the release is seeded as deployed."""
+    monkeypatch.setitem(fake_apiserver.RESOURCES, "monitoring.coreos.com/v1", [
+        ("prometheusrules", "PrometheusRule", True), ("servicemonitors", "ServiceMonitor", True),
+        ("podmonitors", "PodMonitor", True)])
+    monitoring = {"gpu_monitoring_enabled": True}
+    stack = dict(monitoring, kube_prometheus_stack_enabled=True)
+    planned = render_cluster(tmp_path / "render", extra_vars=dict(stack, gpu_sharing_configs=core.SHARING,
+                                                                  gpu_tenants_list=core.TENANTS),
+                             nodes=core.NODES, collections_path=installed_collection)
+    entry = planned.releases["kube-prometheus-stack"]
+    with FakeAPIServer() as api:
+        core.seed(api, str(len(load_facts("hgx-h100")["gpus"]) * 4))
+        core.run(tmp_path, api, "monitoring", collections=installed_collection, extra=monitoring)
+        before = api.get("Namespace", "monitoring")["metadata"]["labels"][PART_OF]
+        assert api.get("PrometheusRule", "gpuops-gpu", "monitoring") is not None
+
+        api.add(core.helm_storage(entry["release"], entry["values"], 1, "deployed", entry["release"]["version"]))
+        del api.requests[:]
+        core.run(tmp_path, api, "stack", collections=installed_collection, extra=stack)
+        ns = api.get("Namespace", "monitoring")
+        assert ns is not None and not [r for r in api.requests if r[0] == "DELETE" and "monitoring" in r[1]]
+        stack_set = api.get("Secret", "gpuops-kube-prometheus-stack", "gpuops-system")
+        assert ns["metadata"]["labels"][PART_OF] == stack_set["metadata"]["labels"]["applyset.kubernetes.io/id"] != before
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+        assert api.get("PrometheusRule", "gpuops-gpu", "monitoring") is not None
+
+        rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
+        again = core.run(tmp_path, api, "again", collections=installed_collection, extra=stack)
+        assert "changed=0" in core.recap(again), core.recap(again)
+        assert {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()} == rv
