@@ -77,8 +77,10 @@ def expected_specs(role):
     for name, spec in (main.get("options") or {}).items():
         if name not in shared:
             options[name] = spec
-    main = dict(main, options=options)
-    entries = {name: (main if name in ("main", "plan", "apply") else spec) for name, spec in entries.items()}
+    old_main, main = main, dict(main, options=options)
+    # plan, apply and any other entry point that shares main's spec (an alias in the file) get the new one.
+    entries = {name: (main if name in ("main", "plan", "apply") or spec == old_main else spec)
+               for name, spec in entries.items()}
     return {"argument_specs": entries}
 
 
