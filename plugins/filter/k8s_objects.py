@@ -14,7 +14,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 import yaml  # a dependency of ansible-core itself
@@ -405,12 +407,44 @@ def _k8s_results(registered):
             yield reg
 
 
+_TIMESTAMP = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?Z$")
+
+
+def _seconds(stamp):
+    """Seconds since the epoch of an API timestamp (RFC 3339 in UTC, as metav1.Time), else None."""
+    match = _TIMESTAMP.match(to_text(stamp or ""))
+    if not match:
+        return None
+    return calendar.timegm(tuple(int(part) for part in match.groups()) + (0, 0, 0))
+
+
+def _created_by_this_apply(obj):
+    """Whether a changed object that kubernetes.core returned without a diff was created by that apply.
+
+    The API server sets metadata.creationTimestamp when it creates an object, and
+    a managedFields entry's time when the entry is added or its fields change
+    (ManagedFieldsEntry in the API reference), both during the request that
+    creates it, also in a dry run. An object that this server-side apply
+    created has one entry, the applier's (operation Apply), whose time is the
+    creation time; one second apart at most, as the two clocks are read one
+    after the other. Anything else (another manager's entry, an older creation,
+    no timestamps) counts as changed.
+    """
+    meta = obj.get("metadata") or {}
+    entries = meta.get("managedFields") or []
+    if len(entries) != 1 or not isinstance(entries[0], Mapping) or entries[0].get("operation") != "Apply":
+        return False
+    created, applied = _seconds(meta.get("creationTimestamp")), _seconds(entries[0].get("time"))
+    return created is not None and applied is not None and abs(applied - created) <= 1
+
+
 def k8s_apply_report(registered, values=False):
     """What a layer's kubernetes.core.k8s applies did, object by object.
 
-    ``created`` is only known where kubernetes.core returned a diff (``--diff``):
-    otherwise an object created counts as changed. With ``values``, each changed
-    field shows its old and new value, except in Secrets.
+    Under ``--diff``, an object created is one whose diff has no ``before``;
+    otherwise one that the apply created by its metadata (_created_by_this_apply).
+    With ``values``, each changed field shows its old and new value, except in
+    Secrets.
     """
     report = {"created": [], "changed": [], "unchanged": 0, "fields": {}}
     for item in _k8s_results(registered):
@@ -422,7 +456,7 @@ def k8s_apply_report(registered, values=False):
             report["unchanged"] += 1
             continue
         diff = item.get("diff") if isinstance(item.get("diff"), Mapping) else None
-        if diff is not None and not diff.get("before"):
+        if (not diff.get("before")) if diff is not None else _created_by_this_apply(obj):
             report["created"].append(name)
             continue
         report["changed"].append(name)

@@ -10,7 +10,11 @@ request is recorded so tests can count API calls and check what was sent.
 Server-side apply follows the Kubernetes documentation
 (https://kubernetes.io/docs/reference/using-api/server-side-apply/):
 - every field is owned by the managers that set it, shown in
-  metadata.managedFields (operation Apply or Update, fieldsType FieldsV1);
+  metadata.managedFields (operation Apply or Update, fieldsType FieldsV1),
+  each entry's time set when it is added or its fields or their values
+  change, not when another manager takes a field over (ManagedFieldsEntry in
+  the API reference); metadata.creationTimestamp is the time of creation, in
+  a dry run too;
 - an apply that changes a field another manager owns fails with 409 Conflict
   (reason Conflict, one cause per field) unless force=true, which moves the
   ownership to the applier; an apply of the same value shares ownership;
@@ -55,6 +59,8 @@ def _drop_nulls(value):
 
 
 IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
+# When objects that a test seeds were created (long before any run).
+SEEDED = "2026-01-01T00:00:00Z"
 SERVER_METADATA = {"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "deletionTimestamp"}
 MISSING = object()
 
@@ -160,7 +166,9 @@ class FakeAPIServer:
         self.objects = {}          # (group_version, plural, namespace, name) -> object
         self.requests = []         # (method, path, query, content_type)
         self.field_managers = set()
-        self.managed = {}          # object key -> {manager: {"operation", "apiVersion", "fields": set of paths}}
+        self.managed = {}          # object key -> {manager: {"operation", "apiVersion", "fields": set of paths, "time"}}
+        # The server's clock, as metav1.Time writes it (RFC 3339, seconds, UTC); tests may replace it.
+        self.now = lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.crd_delay = 0.0       # seconds from a CRD's creation to Established
         self._crds = {}            # CRD name -> (due time, CRD object) until Established
         self.served = {}           # group/version -> [(plural, Kind, namespaced)] served by established CRDs
@@ -208,9 +216,12 @@ class FakeAPIServer:
         key = self._key_for(obj)
         obj = copy.deepcopy(obj)
         obj.setdefault("metadata", {}).setdefault("resourceVersion", str(self._next_rv()))
+        # Seeded objects were made before the run.
+        obj["metadata"].setdefault("creationTimestamp", SEEDED)
         self.objects[key] = obj
         if manager:
-            self.managed[key] = {manager: {"operation": "Update", "apiVersion": key[0], "fields": _leaves(obj)}}
+            self.managed[key] = {manager: {"operation": "Update", "apiVersion": key[0], "fields": _leaves(obj),
+                                           "time": SEEDED}}
 
     def owners(self, kind, name, namespace=""):
         """{manager: set of dotted field paths} of an object."""
@@ -260,14 +271,15 @@ class FakeAPIServer:
                     if entry not in kinds:
                         kinds.append(entry)
 
-    def _managed_fields(self, key):
+    def _managed_fields(self, managed):
         return [{"manager": m, "operation": e["operation"], "apiVersion": e["apiVersion"],
-                 "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": _fields_v1(e["fields"])}
-                for m, e in sorted(self.managed.get(key, {}).items())]
+                 "time": e["time"], "fieldsType": "FieldsV1", "fieldsV1": _fields_v1(e["fields"])}
+                for m, e in sorted(managed.items())]
 
-    def _shown(self, key, obj):
+    def _shown(self, key, obj, managed=None):
+        """The object as the API returns it; ``managed``: the entries of a dry run, not the stored ones."""
         obj = copy.deepcopy(obj)
-        fields = self._managed_fields(key)
+        fields = self._managed_fields(self.managed.get(key, {}) if managed is None else managed)
         if fields:
             obj.setdefault("metadata", {})["managedFields"] = fields
         return obj
@@ -345,8 +357,17 @@ class FakeAPIServer:
         for gone in sorted(before - fields):
             if not any(_overlap(gone, g) for m, e in managed.items() if m != manager for g in e["fields"]):
                 _remove(live, gone)
-        managed[manager] = {"operation": "Apply", "apiVersion": key[0], "fields": fields}
-        return _merge(live, config), dict((m, e) for m, e in managed.items() if e["fields"])
+        merged = _merge(live, config)
+        managed[manager] = {"operation": "Apply", "apiVersion": key[0], "fields": fields,
+                            "time": self._entry_time(key, manager, existing, merged, fields)}
+        return merged, dict((m, e) for m, e in managed.items() if e["fields"])
+
+    def _entry_time(self, key, manager, existing, merged, fields):
+        """The manager's entry time: kept while its fields and their values stay, else now."""
+        old = self.managed.get(key, {}).get(manager)
+        if old and old["fields"] == fields and all(_at(existing or {}, f) == _at(merged, f) for f in fields):
+            return old["time"]
+        return self.now()
 
     def _update(self, key, existing, patch, manager):
         """Merge patch: the updater takes the fields it sets, no conflicts."""
@@ -356,7 +377,9 @@ class FakeAPIServer:
             managed[m]["fields"] = set(g for g in managed[m]["fields"] if not any(_overlap(f, g) for f in fields))
         entry = managed.setdefault(manager, {"operation": "Update", "apiVersion": key[0], "fields": set()})
         entry["fields"] |= fields
-        return _merge(existing, patch), dict((m, e) for m, e in managed.items() if e["fields"])
+        merged = _merge(existing, patch)
+        entry["time"] = self._entry_time(key, manager, existing, merged, entry["fields"])
+        return merged, dict((m, e) for m, e in managed.items() if e["fields"])
 
     def handle(self, req, method):
         url = urlparse(req.path)
@@ -426,7 +449,7 @@ class FakeAPIServer:
                                                (query.get("fieldManager") or ["unknown"])[0])
             merged.setdefault("metadata", {})
             if existing is None:
-                merged["metadata"].update(uid="uid-%d" % self._next_rv(), creationTimestamp="2026-01-01T00:00:00Z")
+                merged["metadata"].update(uid="uid-%d" % self._next_rv(), creationTimestamp=self.now())
             if merged != existing or managed != self.managed.get(key, {}):
                 merged["metadata"]["resourceVersion"] = str(self._next_rv())
             if not dry_run:
@@ -435,5 +458,5 @@ class FakeAPIServer:
                 if plural == "customresourcedefinitions" and existing is None:
                     self._crds[name] = (time.monotonic() + self.crd_delay, merged)
                     self._settle()
-            return req._send(201 if existing is None else 200, self._shown(key, merged) if dry_run else
+            return req._send(201 if existing is None else 200, self._shown(key, merged, managed) if dry_run else
                              self._shown(key, self.objects[key]))

@@ -87,7 +87,11 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in node["spec"]["taints"]
         applies = [r for r in api.writes() if "apply-patch" in r[3]]
         assert len(applies) == len([o for o in api.objects.values() if o["kind"] != "Node"]) + 2
-        assert "Kubernetes GPU stack applied" in " ".join(first.output.split())
+        said = " ".join(first.output.split())
+        assert "Kubernetes GPU stack applied" in said
+        # Without --diff too, what the apply created is told from what it changed (the seeded nodes).
+        assert "80 gpu_tenants: 8 objects, changed (objects: 8 created)" in said
+        assert "30 gpu_nodes: 2 objects, changed (objects: 2 changed)" in said
         # Clean against the pinned kubernetes.core: nothing deprecated is used.
         assert "DEPRECATION" not in first.output
 

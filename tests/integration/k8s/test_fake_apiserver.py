@@ -152,3 +152,34 @@ def test_dry_run_checks_conflicts_and_stores_nothing(api):
     code, body = call(api, "PATCH", NODE, node({"a": "2"}), fieldManager="gpuops-platform", dryRun="All", force="true")
     assert code == 200 and body["metadata"]["labels"] == {"a": "2"}
     assert api.get("Node", "gpu-a")["metadata"]["labels"] == {"a": "1"}
+
+
+def test_creation_and_entry_times_follow_the_api_reference(api):
+    """creationTimestamp on create (dry run too); an entry's time moves when its fields or values change,
+    stays on a no-op, and stays for a manager whose field another one took over."""
+    clock = iter(["2026-11-01T10:00:0%dZ" % i for i in range(10)])
+    api.now = lambda: next(clock)
+    path = "/api/v1/namespaces/team-a"
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"a": "1"}}}
+    code, body = call(api, "PATCH", path, ns, fieldManager="gpuops-platform", dryRun="All")
+    # As the API server does: the field manager stamps the entry, then the create stamps the object.
+    assert code == 201 and managers(body)["gpuops-platform"]["time"] == "2026-11-01T10:00:00Z"
+    assert body["metadata"]["creationTimestamp"] == "2026-11-01T10:00:01Z"
+    assert api.get("Namespace", "team-a") is None
+    code, body = call(api, "PATCH", path, ns, fieldManager="gpuops-platform")
+    assert code == 201 and body["metadata"]["creationTimestamp"] == "2026-11-01T10:00:03Z"
+    assert managers(body)["gpuops-platform"]["time"] == "2026-11-01T10:00:02Z"
+    code, body = call(api, "PATCH", path, ns, fieldManager="gpuops-platform")
+    assert code == 200 and managers(body)["gpuops-platform"]["time"] == "2026-11-01T10:00:02Z"
+    changed = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"a": "2"}}}
+    body = call(api, "PATCH", path, changed, fieldManager="gpuops-platform")[1]
+    assert managers(body)["gpuops-platform"]["time"] == "2026-11-01T10:00:04Z"
+    assert body["metadata"]["creationTimestamp"] == "2026-11-01T10:00:03Z"
+    body = call(api, "PATCH", path, {"metadata": {"labels": {"b": "1"}}}, ctype=MERGE, fieldManager="kubectl-edit")[1]
+    assert managers(body)["kubectl-edit"]["time"] == "2026-11-01T10:00:05Z"
+    # The edit takes a over from the applier: the applier's time stays.
+    body = call(api, "PATCH", path, {"metadata": {"labels": {"a": "3"}}}, ctype=MERGE, fieldManager="kubectl-edit")[1]
+    assert managers(body)["kubectl-edit"]["time"] == "2026-11-01T10:00:06Z"
+    assert "gpuops-platform" not in managers(body)
+    # Seeded objects were made before any run.
+    assert api.get("Node", "gpu-a")["metadata"]["creationTimestamp"] == "2026-01-01T00:00:00Z"

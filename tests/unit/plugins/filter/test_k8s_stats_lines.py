@@ -1,4 +1,6 @@
 """The run summary: "planned" under --check, pruned and kept objects per layer."""
+import pytest
+
 from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import k8s_apply_report, k8s_stats_lines
 
 LAYERS = [{"name": "gpu_tenants", "order": 80, "objects": 9, "releases": [], "changed": True,
@@ -62,6 +64,41 @@ def test_without_diff_a_created_object_counts_as_changed():
         _item("Namespace", "team-a", True), _item("ConfigMap", "c", False, "team-a")]}}
     report = k8s_apply_report([bare])
     assert report == {"created": [], "changed": ["Namespace team-a"], "unchanged": 1, "fields": {}}
+
+
+def _stamped(kind, name, created, entries):
+    """A changed object as the API server returns it: its creation time and managedFields entries."""
+    item = _item(kind, name, True, "team-a")
+    item["result"]["metadata"].update(creationTimestamp=created, managedFields=[
+        {"manager": manager, "operation": operation, "time": stamp, "fieldsType": "FieldsV1", "fieldsV1": {}}
+        for manager, operation, stamp in entries])
+    return item
+
+
+@pytest.mark.parametrize("created, entries, counted", [
+    # Made by this apply: its one entry, an Apply, stamped when the object was (one second apart at most).
+    ("2026-11-25T10:00:00Z", [("gpuops-platform", "Apply", "2026-11-25T10:00:00Z")], "created"),
+    ("2026-11-25T10:00:01Z", [("gpuops-platform", "Apply", "2026-11-25T10:00:00Z")], "created"),
+    ("2026-11-25T10:00:00.123456Z", [("gpuops-platform", "Apply", "2026-11-25T09:59:59Z")], "created"),
+    # Made before: an older creation, another manager's entry, an Update, or no timestamps.
+    ("2026-11-25T09:59:58Z", [("gpuops-platform", "Apply", "2026-11-25T10:00:00Z")], "changed"),
+    ("2026-11-25T10:00:00Z", [("gpuops-platform", "Apply", "2026-11-25T10:00:00Z"),
+                              ("kubectl-edit", "Update", "2026-11-25T10:00:00Z")], "changed"),
+    ("2026-11-25T10:00:00Z", [("kubectl-client-side-apply", "Update", "2026-11-25T10:00:00Z")], "changed"),
+    (None, [("gpuops-platform", "Apply", "2026-11-25T10:00:00Z")], "changed"),
+    ("2026-11-25T10:00:00Z", [("gpuops-platform", "Apply", None)], "changed"),
+    ("yesterday", [("gpuops-platform", "Apply", "yesterday")], "changed"),
+])
+def test_without_diff_creation_is_told_by_the_servers_timestamps(created, entries, counted):
+    report = k8s_apply_report([{"changed": True, "result": {"results": [_stamped("ConfigMap", "c", created, entries)]}}])
+    assert report[counted] == ["ConfigMap team-a/c"]
+    assert report["created" if counted == "changed" else "changed"] == []
+
+
+def test_a_diff_decides_over_the_timestamps():
+    item = _stamped("ConfigMap", "c", "2026-11-25T10:00:00Z", [("gpuops-platform", "Apply", "2026-11-25T10:00:00Z")])
+    item["diff"] = {"before": {"data": {"a": "1"}}, "after": {"data": {"a": "2"}}}
+    assert k8s_apply_report([item])["changed"] == ["ConfigMap team-a/c"]
 
 
 def test_summary_counts_objects_per_layer_and_lists_them_only_under_diff():
