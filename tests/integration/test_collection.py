@@ -79,6 +79,26 @@ def test_every_module_documents_itself(repo_root):
         assert {"check_mode", "diff_mode", "platform"} <= set(doc["doc"].get("attributes", {})), module
 
 
+def test_every_filter_and_test_documents_itself(repo_root):
+    """Each filter's and test's YAML documentation parses and says what it takes and gives (a stray
+    ': ' in a plain description line makes ansible-doc drop the plugin from the docs)."""
+    for kind in ("filter", "test"):
+        folder = repo_root / "plugins" / kind
+        names = sorted(p.stem for p in folder.glob("*.yml")) if folder.is_dir() else []
+        if kind == "filter":
+            assert "k8s_apply_report" in names
+        if not names:
+            continue
+        proc = _run([str(VENV_BIN / "ansible-doc"), "-t", kind, "--json"] + ["gpuops.platform." + n for n in names],
+                    repo_root)
+        assert proc.returncode == 0, proc.stderr
+        docs = json.loads(proc.stdout)
+        for name in names:
+            doc = docs.get("gpuops.platform." + name)
+            assert doc and doc["doc"]["short_description"] and doc["doc"]["description"], (kind, name)
+            assert doc["examples"].strip() and doc["return"], (kind, name)
+
+
 def test_execution_environment_context_is_created_offline(repo_root, tmp_path):
     proc = _run([str(VENV_BIN / "ansible-builder"), "create", "-f", "execution-environment.yml",
                  "-c", str(tmp_path / "context")], repo_root)
