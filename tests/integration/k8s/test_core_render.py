@@ -60,6 +60,8 @@ def mig_mixed(render):
         "gpu_operator_image_registry": "registry.local/nvcr/",
         "gpu_operator_image_pull_secrets": ["nvcr-mirror"],
         "gpu_operator_chart_path": "/srv/charts/gpu-operator-v26.7.0.tgz",
+        # Merged last and recursively: the driver stays enabled by the computed values.
+        "gpu_operator_values": {"driver": {"version": "580.95.05"}, "operator": {"upgradeCRD": False}},
         "gpu_nodes_taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, {"key": "dedicated", "value": "ml", "effect": "NoExecute"}],
         "gpu_tenants_list": [{"name": "research", "gpu_share": 0.5,
                               "quota": {"requests.nvidia.com/mig-3g.40gb": 1}}],
@@ -151,6 +153,7 @@ def test_operator_values_follow_variables_and_facts(time_slicing, mig_mixed):
     assert m["release"]["chartPath"] == "/srv/charts/gpu-operator-v26.7.0.tgz" and "repoURL" not in m["release"]
     v = m["values"]
     assert v["driver"]["enabled"] is True and v["toolkit"]["enabled"] is True
+    assert v["driver"]["version"] == "580.95.05" and v["operator"]["upgradeCRD"] is False
     assert v["mig"] == {"strategy": "mixed"}
     assert v["dcgmExporter"]["serviceMonitor"] == {"enabled": False}
     assert v["devicePlugin"]["config"]["default"] == "mig-ts"
@@ -160,6 +163,15 @@ def test_operator_values_follow_variables_and_facts(time_slicing, mig_mixed):
     assert v["devicePlugin"]["imagePullSecrets"] == ["nvcr-mirror"]
     assert {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"} in v["daemonsets"]["tolerations"]
     assert v["daemonsets"]["tolerations"].count({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}) == 1
+
+
+def test_operator_release_left_to_another_installer(render):
+    """gpu_operator_manage_release=false: the layer keeps its namespace, the chart is someone else's."""
+    plain = render("operator-unmanaged", extra_vars={"gpu_operator_manage_release": False},
+                   nodes={"gpu-a": {"facts": "hgx-h100"}})
+    layer = plain.layers["gpu_operator"]
+    assert layer["releases"] == {} and "gpu-operator" not in plain.releases
+    assert [(o["kind"], o["metadata"]["name"]) for o in layer["objects"]] == [("Namespace", "gpu-operator")]
 
 
 def test_sharing_configmap_holds_one_device_plugin_config_per_name(time_slicing):
