@@ -10,7 +10,8 @@ Argument specs validate the variables a role knows; a misspelt one
 This action finds, among the variables of the current host (and of the hosts
 named in ``hosts``), every name with a role's prefix ``<role>_`` or
 ``gpuops_`` that the role's ``meta/argument_specs.yml`` (or ``meta/variables.yml``
-for ``gpuops_*``) does not define, and fails naming the closest known one.
+for ``gpuops_*``) does not define, and fails naming the closest known one, or
+the new name of a variable that ``meta/variables.yml`` lists as renamed.
 
 A name belongs to the role with the longest matching prefix, so ``gpu_nodes_x``
 is gpu_nodes' even if a role ``gpu`` existed. Facts and registered results
@@ -48,7 +49,8 @@ def _yaml(path):
 
 
 def load_catalog(root=COLLECTION_ROOT):
-    """``{"roles": {role: set(names)}, "globals": set(names)}`` from the collection's files (read once per process)."""
+    """``{"roles": {role: set(names)}, "globals": set(names), "renamed": {old: new}}`` from the collection's
+    files (read once per process)."""
     if root in _CATALOGS:
         return _CATALOGS[root]
     roles, global_names = {}, set()
@@ -67,7 +69,7 @@ def load_catalog(root=COLLECTION_ROOT):
     listed = _yaml(os.path.join(root, "meta", "variables.yml"))
     for section in ("variables", "facts"):
         global_names.update(listed.get(section) or {})
-    catalog = {"roles": roles, "globals": global_names}
+    catalog = {"roles": roles, "globals": global_names, "renamed": dict(listed.get("renamed") or {})}
     _CATALOGS[root] = catalog
     return catalog
 
@@ -106,6 +108,9 @@ def unknown_variables(names, catalog, roles=None, check_globals=True):
             role, known = "gpuops", catalog["globals"]
         else:
             continue
+        if name in catalog.get("renamed", {}):
+            problems.append((name, role, catalog["renamed"][name], sorted(known)))
+            continue
         # Compare what follows the shared prefix, or every name would look close.
         prefix = GLOBAL_PREFIX if role == "gpuops" else role + "_"
         suffixes = dict((k[len(prefix):], k) for k in known)
@@ -114,12 +119,17 @@ def unknown_variables(names, catalog, roles=None, check_globals=True):
     return problems
 
 
-def format_problems(problems_by_host):
+def format_problems(problems_by_host, renamed=None):
+    """One line per unknown variable; ``renamed`` ({old: new}) names the new variable of a renamed one."""
+    renamed = renamed or {}
     lines = []
     for host, problems in problems_by_host:
         for name, role, close, known in problems:
             where = "platform-wide (meta/variables.yml)" if role == "gpuops" else "role %s" % role
-            hint = "did you mean %s?" % close if close else "known: %s" % ", ".join(known)
+            if name in renamed:
+                hint = "it was renamed: set %s instead" % renamed[name]
+            else:
+                hint = "did you mean %s?" % close if close else "known: %s" % ", ".join(known)
             lines.append("%s (host %s): no such variable in %s, so it would be ignored; %s" % (name, host, where, hint))
     return lines
 
@@ -161,7 +171,7 @@ class ActionModule(ActionBase):
                 found.append((host, problems))
         result.update(changed=False, checked=checked, unknown=[p[0] for host, ps in found for p in ps])
         if found:
-            lines = format_problems(found)
+            lines = format_problems(found, catalog["renamed"])
             result.update(failed=True, msg="Unknown variables (a typo is never read): " + " | ".join(lines))
         else:
             result["msg"] = "No unknown variables among %d checked" % checked

@@ -1,4 +1,4 @@
-"""The data-only add-on roles (kube_prometheus_stack): found and run by
+"""The data-only add-on roles (kube_prometheus_stack, prometheus_adapter): found and run by
 k8s_addons, named nowhere in cluster.yml, rendered as their own layer with the
 release their shared options describe, checked against the upstream chart
 values, and refused with a clear error on a bad value."""
@@ -13,9 +13,11 @@ from k8s_support import ROOT, check_helm_values, load_facts, render_cluster, val
 pytestmark = pytest.mark.slow
 
 NODES = {"gpu-a": {"facts": "hgx-h100"}}
-# The files a data-only add-on is made of; the recipe in CONTRIBUTING.md adds no other.
+# The files a data-only add-on is made of; the recipe in CONTRIBUTING.md adds no other. The template
+# is left out by an add-on that is its chart alone.
 SHAPE = {"defaults/main.yml", "meta/argument_specs.yml", "meta/main.yml", "templates/objects.yml.j2", "README.md"}
-DATA_ONLY = ["kube_prometheus_stack"]
+OBJECTS = "templates/objects.yml.j2"
+DATA_ONLY = {"kube_prometheus_stack": SHAPE, "prometheus_adapter": SHAPE - {OBJECTS}}
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +37,11 @@ def stack_plain(render):
         "kube_prometheus_stack_layer_order": 12})
 
 
-@pytest.mark.parametrize("role", DATA_ONLY)
+@pytest.mark.parametrize("role", sorted(DATA_ONLY))
 def test_a_data_only_add_on_is_only_the_recipes_files(role):
     base = ROOT / "roles" / role
     files = {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()}
-    assert files == SHAPE, role
+    assert files == DATA_ONLY[role], role
 
 
 def test_the_stack_is_its_own_layer_with_the_pinned_chart(stack, shared_reference):
@@ -85,6 +87,56 @@ def test_with_its_knobs_off_the_stack_sets_no_values_and_no_namespace(stack_plai
     (entry,) = layer["releases"].values()
     assert entry["release"]["namespace"] == "observability" and entry["values"] == {}
     assert "gpu_monitoring" not in stack_plain.layers
+
+
+@pytest.fixture(scope="module")
+def adapter(render):
+    """The adapter with HPAs on its metrics, pointed at a Prometheus of the site's own."""
+    return render("addon-adapter-on", nodes=NODES, extra_vars={
+        "prometheus_adapter_enabled": True, "gpu_monitoring_enabled": True,
+        "prometheus_adapter_prometheus_url": "http://prometheus.observability.svc", "prometheus_adapter_prometheus_port": 80,
+        "prometheus_adapter_values": {"replicas": 2},
+        "gpu_tenants_list": [{"name": "team-a", "gpu_share": 0.5}],
+        "gpu_monitoring_autoscalers": [{"tenant": "team-a", "deployment": "llm-server", "max_replicas": 4, "target": 70}],
+        "gpuops_k8s_assume_api_kinds": ["monitoring.coreos.com/v1/PrometheusRule"]})
+
+
+def test_the_adapter_is_its_own_layer_with_the_pinned_chart_and_the_gpu_rules(adapter, shared_reference):
+    layer = adapter.layers["prometheus_adapter"]
+    assert layer["order"] == 87 and layer["objects"] == []
+    (entry,) = layer["releases"].values()
+    release = entry["release"]
+    pinned = yaml.safe_load((shared_reference / "prometheus-adapter" / "chart" / "Chart.yaml").read_text())["version"]
+    # The namespace is gpu_monitoring's, created by that layer first: Helm creates it only when missing.
+    assert (release["name"], release["namespace"], release["chart"]) == ("prometheus-adapter", "monitoring", "prometheus-adapter")
+    assert release["version"] == str(pinned) and release["createNamespace"] is True
+    assert adapter.one("Namespace", "monitoring") in adapter.layers["gpu_monitoring"]["objects"]
+    values = entry["values"]
+    assert check_helm_values(values, shared_reference / "prometheus-adapter" / "chart" / "values.yaml") == []
+    assert values["prometheus"] == {"url": "http://prometheus.observability.svc", "port": 80}
+    assert values["replicas"] == 2 and values["rules"]["default"] is False
+    # One rule per recording rule of gpu_monitoring that the HPAs can name (test_monitoring_render.py checks the names).
+    series = sorted(rule["seriesQuery"].split("{")[0] for rule in values["rules"]["custom"])
+    assert series == ["pod:dcgm_gpu_memory_used_bytes:sum", "pod:dcgm_gpu_utilization:avg"]
+    (rule,) = adapter.find("PrometheusRule")
+    recorded = {r.get("record") for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert set(series) <= recorded
+
+
+def test_autoscalers_without_the_adapter_stop_the_plan_naming_its_switch(render):
+    failed = render("addon-adapter-off", nodes=NODES, expect_failure=True, extra_vars={
+        "gpu_monitoring_enabled": True, "gpu_tenants_list": [{"name": "team-a", "gpu_share": 0.5}],
+        "gpu_monitoring_autoscalers": [{"tenant": "team-a", "deployment": "llm-server", "max_replicas": 4, "target": 70}]})
+    assert "set prometheus_adapter_enabled: true" in " ".join(failed.output.split())
+    assert failed.layers == {}
+
+
+def test_the_adapters_old_variable_stops_the_plan_naming_it(render):
+    failed = render("addon-adapter-old-name", nodes=NODES, expect_failure=True,
+                    extra_vars={"gpu_monitoring_enabled": True, "gpu_monitoring_adapter_enabled": True})
+    said = " ".join(failed.output.split())
+    assert "gpu_monitoring_adapter_enabled (host localhost): no such variable in role gpu_monitoring" in said
+    assert "it was renamed: set prometheus_adapter_enabled instead" in said and failed.layers == {}
 
 
 def test_off_by_default_and_no_release_when_not_managed(render):

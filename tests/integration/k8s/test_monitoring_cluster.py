@@ -13,7 +13,7 @@ def monitored(render):
     """An existing Prometheus Operator (assumed API kinds), a tenant with an HPA on GPU utilization."""
     return render("monitored", extra_vars={
         "gpu_monitoring_enabled": True,
-        "gpu_monitoring_adapter_enabled": True,
+        "prometheus_adapter_enabled": True,
         "gpu_tenants_list": [{"name": "team-a", "gpu_share": 0.5}],
         "gpu_monitoring_autoscalers": [{"tenant": "team-a", "deployment": "llm-server", "max_replicas": 4, "target": 70}],
         "gpuops_k8s_assume_api_kinds": ["monitoring.coreos.com/v1/ServiceMonitor",
@@ -29,7 +29,10 @@ def test_the_monitoring_layer_is_rendered_after_the_tenants(monitored, shared_re
     assert kinds == ["ConfigMap"] * 4 + ["HorizontalPodAutoscaler", "Namespace", "PrometheusRule"]
     hpa = monitored.one("HorizontalPodAutoscaler", "llm-server-gpu", "team-a")
     assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "gpu_utilization"
-    assert sorted(layers["gpu_monitoring"]["releases"]) == ["prometheus-adapter"]
+    # The custom metrics the HPA reads: the prometheus_adapter layer, right after this one.
+    assert layers["gpu_monitoring"]["releases"] == {}
+    assert sorted(layers["prometheus_adapter"]["releases"]) == ["prometheus-adapter"]
+    assert layers["prometheus_adapter"]["order"] == 87
     counts = validate_objects(monitored.objects, shared_reference, DEFAULT_K8S_VERSION)
     assert counts["builtin"] + counts["custom"] == len(monitored.objects)
 

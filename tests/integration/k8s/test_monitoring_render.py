@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from k8s_support import DEFAULT_K8S_VERSION, check_helm_values, validate_builtin, validate_objects
+from k8s_support import DEFAULT_K8S_VERSION, Rendered, check_helm_values, validate_builtin, validate_objects
 from monitoring_support import counters, plan_monitoring, promql_metrics, reference_fields
 
 pytestmark = pytest.mark.slow
@@ -29,7 +29,7 @@ CONFIGS = {
     # Every option on and off its default.
     "everything": {
         # The monitoring stack is the kube_prometheus_stack role (test_addons.py): on, it brings the rules' CRD.
-        "gpu_monitoring_enabled": True, "kube_prometheus_stack_enabled": True, "gpu_monitoring_adapter_enabled": True,
+        "gpu_monitoring_enabled": True, "kube_prometheus_stack_enabled": True, "prometheus_adapter_enabled": True,
         "gpu_monitoring_selector_labels": {"prometheus": "platform"},
         "gpu_monitoring_node_label": "node_name", "gpu_monitoring_namespace_label": "namespace",
         "gpu_monitoring_pod_label": "pod", "gpu_monitoring_gpu_temp_threshold": 80,
@@ -78,7 +78,9 @@ def _dashboards(data):
 
 
 def _releases(data):
-    return {r["chart"]: r for r in data["releases"]}
+    """The prometheus_adapter layer's rendered releases by chart: {"release": release.yaml, "values": values.yaml}."""
+    layer = Rendered(data["render"], "").layers.get("prometheus_adapter", {"releases": {}})
+    return {entry["release"]["chart"]: entry for entry in layer["releases"].values()}
 
 
 def test_objects_are_valid_kubernetes_or_match_their_upstream_crd(planned, shared_reference):
@@ -109,8 +111,10 @@ def test_the_render_writes_what_the_plan_built(planned):
         if not labels:
             cm["metadata"].pop("labels", None)
     assert configmaps == planned.data["monitoring"]["objects"]
-    released = sorted(p.name for p in (render / "85-gpu_monitoring" / "helm").glob("*")) if planned.data["releases"] else []
-    assert released == sorted(r["name"] for r in planned.data["releases"])
+    # The layer has no release of its own: prometheus-adapter is the prometheus_adapter layer's.
+    assert not (render / "85-gpu_monitoring" / "helm").exists()
+    adapter = sorted(p.name for p in (render / "87-prometheus_adapter" / "helm").glob("*"))
+    assert adapter == (["prometheus-adapter"] if planned.extra.get("prometheus_adapter_enabled") else [])
 
 
 def test_the_exporter_reads_the_counters_configmap(planned, shared_reference):
@@ -274,7 +278,8 @@ def test_chart_values_exist_upstream_and_versions_are_the_reference(planned, sha
         release = releases[chart]
         assert check_helm_values(release["values"], shared_reference / chart / "chart" / "values.yaml") == [], chart
         pinned = yaml.safe_load((shared_reference / chart / "chart" / "Chart.yaml").read_text())["version"]
-        assert release["version"] == str(pinned) and release["repo_url"] and not release["chart_path"]
+        assert release["release"]["version"] == str(pinned) and release["release"]["repoURL"]
+        assert "chartPath" not in release["release"]
     adapter = releases["prometheus-adapter"]["values"]
     assert adapter["rules"]["default"] is False
 

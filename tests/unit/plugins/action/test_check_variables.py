@@ -81,6 +81,26 @@ def test_published_facts_and_argument_spec_globals_are_known():
     assert "gpuops_k8s_mig_strategy" in CATALOG["globals"]
 
 
+@pytest.mark.parametrize("old, new", [
+    ("gpu_monitoring_adapter_enabled", "prometheus_adapter_enabled"),
+    ("gpu_operator_extra_values", "gpu_operator_values"),
+    ("gpu_monitoring_stack_values", "kube_prometheus_stack_values"),
+])
+def test_a_renamed_variable_is_reported_with_its_new_name(old, new):
+    (entry,) = cv.unknown_variables([old], CATALOG)
+    assert entry[:3] == (old, old.split("_")[0] + "_" + old.split("_")[1], new)
+    line = cv.format_problems([("gpu-a", [entry])], CATALOG["renamed"])[0]
+    assert line == "%s (host gpu-a): no such variable in role %s, so it would be ignored; it was renamed: set %s instead" % (
+        old, entry[1], new)
+
+
+def test_the_renamed_table_names_only_gone_variables_and_existing_successors():
+    renamed = yaml.safe_load((ROOT / "meta" / "variables.yml").read_text())["renamed"]
+    known = set().union(*CATALOG["roles"].values())
+    assert renamed and not set(renamed) & known, "an old name is defined again"
+    assert set(renamed.values()) <= known, "a new name that no role defines"
+
+
 @pytest.mark.parametrize("inventory", ["example", "local"])
 def test_the_shipped_inventories_use_only_known_variables(inventory):
     names = set()
