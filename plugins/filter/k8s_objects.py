@@ -424,10 +424,14 @@ def _created_by_this_apply(obj):
     The API server sets metadata.creationTimestamp when it creates an object, and
     a managedFields entry's time when the entry is added or its fields change
     (ManagedFieldsEntry in the API reference), both during the request that
-    creates it, also in a dry run. An object that this server-side apply
-    created has one entry, the applier's (operation Apply), whose time is the
-    creation time; one second apart at most, as the two clocks are read one
-    after the other. Anything else (another manager's entry, an older creation,
+    creates it, also in a dry run: an apply that creates goes through the
+    store's create path, whose rest.BeforeCreate fills the creation time
+    (FillObjectMetaSystemFields, k8s.io/apiserver pkg/registry/rest) before the
+    dry-run flag is looked at, in the storage call only (generic registry
+    store.go), after the field manager stamped its entry. An object that this
+    server-side apply created has one entry, the applier's (operation Apply),
+    whose time is the creation time; one second apart at most, as the two
+    clocks are read one after the other. Anything else (another manager's entry, an older creation,
     no timestamps) counts as changed.
     """
     meta = obj.get("metadata") or {}
