@@ -16,7 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema, fleet_views
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 
 ARGS = {
@@ -30,7 +30,14 @@ ARGS = {
     "fail_on_invalid": {"type": "bool", "default": True},
     "title": {"type": "str", "default": "GPU fleet plan"},
     "return_facts": {"type": "bool", "default": False},
+    "group": {"type": "str", "default": "gpu_nodes"},
+    "previous_plan": {"type": "path"},
+    "serial": {"type": "raw", "default": 1},
+    "canary": {"type": "bool", "default": False},
+    "tenants": {"type": "dict", "default": {}},
+    "stale_after_hours": {"type": "float", "default": 168},
 }
+PREVIEW = 5
 
 
 def _write(path, text):
@@ -45,6 +52,39 @@ def _write(path, text):
     return True
 
 
+def _dump(plan):
+    return json.dumps(plan, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def _with_diff(plan, plan_file, previous_path):
+    """(plan.json text, the old plan.json text to keep as plan.previous.json or None).
+
+    With ``previous_path`` the diff is against that plan. Otherwise against the
+    plan.json already in the report folder: when the new plan is the same as
+    that one but for its diff, that file stays as it is (a second run changes
+    nothing); when it differs, it becomes plan.previous.json.
+    """
+    if previous_path:
+        plan["diff"] = fleet_views.diff(fleet_schema.load(previous_path, "previous_plan %s" % previous_path), plan,
+                                        previous_path)
+        return _dump(plan), None
+    try:
+        with open(plan_file) as handle:
+            old_text = handle.read()
+        previous = json.loads(old_text)
+    except (IOError, OSError, ValueError):
+        return _dump(plan), None
+    if isinstance(previous, dict) and previous.get("version") == plan["version"]:
+        plan["diff"] = previous.get("diff") or {"previous": None}
+        if _dump(plan) == old_text:
+            return old_text, None
+    try:
+        plan["diff"] = fleet_views.diff(previous, plan, os.path.join(os.path.dirname(plan_file), "plan.previous.json"))
+    except fleet_schema.FleetPlanDataError as exc:
+        plan["diff"] = {"previous": None, "problem": "no diff: %s" % exc}
+    return _dump(plan), old_text
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -55,7 +95,7 @@ class ActionModule(ActionBase):
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGS)
         inventory = task_vars.get("groups") or {}
-        names = args["hosts"] if args["hosts"] is not None else inventory.get("gpu_nodes", [])
+        names = args["hosts"] if args["hosts"] is not None else inventory.get(args["group"], [])
         hostvars = task_vars.get("hostvars") or {}
         unknown = [n for n in names if n not in hostvars]
         if unknown:
@@ -76,10 +116,20 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(to_text(exc))
 
         report_dir = os.path.abspath(args["report_dir"])
+        plan_file = os.path.join(report_dir, "plan.json")
+        try:
+            fleet_views.enrich(plan, names, fleet_views.pools(names, inventory, args["group"]), args["serial"],
+                               args["canary"], args["tenants"], args["stale_after_hours"])
+            text, kept = _with_diff(plan, plan_file, args["previous_plan"])
+        except fleet_schema.FleetPlanDataError as exc:
+            raise AnsibleActionFail(to_text(exc))
         try:
             if not os.path.isdir(report_dir):
                 os.makedirs(report_dir)
-            changed = _write(os.path.join(report_dir, "plan.json"), json.dumps(plan, indent=1, sort_keys=True) + "\n")
+            changed = False
+            if kept is not None:
+                changed = _write(os.path.join(report_dir, "plan.previous.json"), kept)
+            changed = _write(plan_file, text) or changed
             changed = _write(os.path.join(report_dir, "index.html"), fleet_report.render(plan, args["title"])) or changed
         except (IOError, OSError) as exc:
             raise AnsibleActionFail("cannot write the report into %s: %s" % (report_dir, exc))
@@ -87,7 +137,8 @@ class ActionModule(ActionBase):
         s = plan["summary"]
         result.update(
             changed=changed, valid=plan["valid"], errors=plan["errors"], summary=s,
-            plan_file=os.path.join(report_dir, "plan.json"), report_file=os.path.join(report_dir, "index.html"))
+            plan_file=plan_file, report_file=os.path.join(report_dir, "index.html"),
+            overview=fleet_views.overview(plan, PREVIEW))
         if nodes is not None:
             result["nodes"] = nodes
         if not plan["valid"] and args["fail_on_invalid"]:

@@ -236,6 +236,7 @@ class _MigPlanner(object):
                 "config": name, "valid": result["valid"], "errors": result["errors"],
                 "warnings": result["warnings"], "changed": result["changed"],
                 "gpus": [{"index": gp["index"], "name": gp["name"], "changed": gp["changed"],
+                          "reset_required": gp["reset_required"],
                           "before": mig_plan.describe(gp, "before"), "after": mig_plan.describe(gp, "after")}
                          for gp in result["gpus"]],
                 "k8s_resources": result["k8s_resources"]}

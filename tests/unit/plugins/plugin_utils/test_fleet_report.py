@@ -1,8 +1,11 @@
 """The fleet page: self-contained, escaped, and its numbers are the plan's."""
+import json
 import re
 from html.parser import HTMLParser
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report
+import pytest
+
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema, fleet_views
 
 from test_fleet_plan import NVML, fixture, write
 
@@ -10,41 +13,52 @@ from test_fleet_plan import NVML, fixture, write
 class _Page(HTMLParser):
     def __init__(self):
         HTMLParser.__init__(self)
-        self.tags, self.summary, self.rows, self.scripts = [], {}, [], 0
+        self.tags, self.summary, self.data, self.scripts = [], {}, None, []
         self._key = None
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         self.tags.append((tag, attrs))
-        self._key = attrs.get("data-summary")
-        if tag == "tr" and "data-host" in attrs:
-            self.rows.append(attrs["data-host"])
+        self._key = attrs.get("data-summary") or (("data", None) if attrs.get("id") == "fleet-data" else None)
+        if tag == "script" and attrs.get("id") != "fleet-data":
+            self._key = ("script", None)
 
     def handle_data(self, data):
-        if self._key:
+        if self._key == ("data", None):
+            self.data = json.loads(data)
+        elif self._key == ("script", None):
+            self.scripts.append(data)
+        elif self._key:
             self.summary[self._key] = data
-            self._key = None
+        self._key = None
+
+
+def _views(plan, names=None, groups=None):
+    names = names if names is not None else list(plan["hosts"])
+    return fleet_views.enrich(plan, names, fleet_views.pools(names, groups or {}, "gpu_nodes"))
 
 
 def _plan(tmp_path, names):
     for name, facts in names.items():
         write(tmp_path, name, facts)
-    return fleet_plan.plan_fleet([(n, {}) for n in names], str(tmp_path))
+    return _views(fleet_plan.plan_fleet([(n, {}) for n in names], str(tmp_path)))
 
 
 def test_text_from_files_is_escaped(tmp_path):
     evil = fixture("l40s")
     evil["gpus"][0]["name"] = '<img src=x onerror="alert(1)">'
     host = '<script>alert("host")</script>'
-    plan = fleet_plan.plan_fleet([(host, {"gpuops_nvml_replay_file": str(write(tmp_path, "evil", evil))})], "")
+    plan = _views(fleet_plan.plan_fleet([(host, {"gpuops_nvml_replay_file": str(write(tmp_path, "evil", evil))})], ""))
     page = fleet_report.render(plan)
-    assert "<script>alert" not in page and "<img src=x" not in page
-    assert "&lt;script&gt;alert(&quot;host&quot;)&lt;/script&gt;" in page
+    assert "<script>alert" not in page and "<img src=x" not in page and "</script>alert" not in page
+    assert "&lt;script&gt;alert(&quot;host&quot;)&lt;/script&gt;" in page            # the health square
     parser = _Page()
     parser.feed(page)
-    assert parser.rows == [host]                       # the parser gets the name back, as text
+    assert parser.data["name"] == [host]                       # the script gets the name back, as text
+    assert '<img src=x onerror="alert(1)">' in parser.data["strings"]
     names = [tag for tag, _attrs in parser.tags]
-    assert names.count("script") == 1 and names.count("img") == 0
+    assert names.count("script") == 2 and names.count("img") == 0
+    assert "innerHTML" not in parser.scripts[0]                # the script shows data through textContent only
 
 
 def test_page_is_self_contained_and_forbids_fetches(tmp_path):
@@ -55,12 +69,13 @@ def test_page_is_self_contained_and_forbids_fetches(tmp_path):
     csp = [a["content"] for t, a in parser.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
     assert csp == ["default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"]
     for tag, attrs in parser.tags:
-        for name in ("src", "href", "action", "srcset"):
+        for name in ("src", "action", "srcset"):
             assert name not in attrs or attrs[name].startswith("data:"), (tag, attrs)
+        assert "href" not in attrs or attrs["href"].startswith("#"), (tag, attrs)
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", page)
 
 
-def test_summary_cards_and_rows_match_the_plan(tmp_path):
+def test_summary_cards_and_data_match_the_plan(tmp_path):
     bad = fixture("hgx-h100")
     bad["gpus"][1]["ecc"]["volatile_uncorrectable"] = 1
     plan = _plan(tmp_path, {"a": bad, "b": fixture("l40s"), "c": {"not": "facts"}})
@@ -69,11 +84,31 @@ def test_summary_cards_and_rows_match_the_plan(tmp_path):
     s = plan["summary"]
     assert parser.summary == {
         "hosts": "3", "hosts_invalid": "1", "gpus": "9", "driver_changes": "0", "reboot": "0", "invalid_mig": "0",
-        "mig_changes": "0", "unhealthy_gpus": "1", "fabric_manager": "1"}
+        "mig_changes": "0", "unhealthy_gpus": "1", "fabric_manager": "1", "waves": "3", "stale": "0"}
     assert int(parser.summary["gpus"]) == s["gpus"] and int(parser.summary["unhealthy_gpus"]) == s["unhealthy_gpus"]
-    assert parser.rows == ["a", "b", "c"]
+    data = parser.data
+    assert data["name"] == ["a", "b", "c"] and data["status"] == [2, 0, 3] and data["gpus"] == [8, 1, 0]
+    assert [data["strings"][i] for i in data["pool"]] == ["ungrouped"] * 3
+    assert data["facts"] == ["a.json", "b.json", "c.json"]          # relative to the facts root
+    assert "no facts" not in data["strings"] and any("not a recorded nvml_facts result" in t for t in data["strings"])
+    assert data["errors"] == {"2": 1}
 
 
 def test_an_empty_fleet_renders(tmp_path):
-    page = fleet_report.render(fleet_plan.plan_fleet([], str(tmp_path)))
+    page = fleet_report.render(_views(fleet_plan.plan_fleet([], str(tmp_path))))
     assert "nothing to show" in page and str(NVML) not in page
+
+
+def test_the_page_refuses_a_plan_without_the_views(tmp_path):
+    with pytest.raises(fleet_schema.FleetPlanDataError, match="needs plan.json version 2, got 1"):
+        fleet_report.render(fleet_plan.plan_fleet([], str(tmp_path)))
+
+
+def test_long_lists_are_cut_and_say_where_the_rest_is(tmp_path):
+    write(tmp_path, "x", fixture("l40s"))
+    plan = fleet_plan.plan_fleet([("h%03d" % i, {"gpuops_nvml_replay_file": str(tmp_path / "x.json"),
+                                                 "nvidia_driver_version": "580.82.07"}) for i in range(100)], "")
+    page = fleet_report.render(_views(plan))
+    assert "h029" in page.split('data-list="reboot"')[1].split("</p>")[0]
+    assert "h030" not in page.split('data-list="reboot"')[1].split("</p>")[0]
+    assert "and 70 more (filter the node table with disruption:reboot)" in page
