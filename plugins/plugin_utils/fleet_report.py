@@ -50,7 +50,8 @@ nav.toc{display:flex;flex-wrap:wrap;gap:4px 14px;margin:0 0 12px}nav.toc a{color
 .plot svg{width:100%;height:auto;display:block}
 .plot h2,section h2{font-size:15px;margin:0 0 8px}
 section{background:#fff;border-radius:6px;padding:10px 14px;margin-bottom:16px;box-shadow:0 1px 2px rgba(0,0,0,.12);min-width:0}
-.tbox{overflow:auto;max-width:100%}
+.tbox{overflow:auto;max-width:100%}.tbox table{overflow-wrap:normal}
+#pool-table{min-width:980px}#tenant-table td,#queue-table td,#wave-table td,#diff-totals td{white-space:nowrap}
 .tbox.tall{max-height:420px}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e7ee;vertical-align:top}
@@ -70,13 +71,13 @@ ul.errors{margin:0;padding-left:18px;color:#a93226}ul.notes{margin:0;padding-lef
 .filter{display:flex;flex-wrap:wrap;gap:8px;align-items:center;margin-bottom:8px}
 .filter input{flex:1 1 240px;min-width:0;font:inherit;padding:4px 8px;border:1px solid #b9c2d0;border-radius:4px}
 #nodebox{height:560px;max-height:70vh;overflow:auto;border:1px solid #e3e7ee;border-radius:4px}
-#nodes{table-layout:fixed;min-width:1480px}
-#nodes th{cursor:pointer;user-select:none;white-space:nowrap}
-#nodes th[aria-sort=ascending]:after{content:" \\25B2"}#nodes th[aria-sort=descending]:after{content:" \\25BC"}
-#nodes td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;height:26px;padding:3px 8px}
-#nodes tbody tr.row{cursor:pointer}#nodes tbody tr.row:hover td{background:#f0f4fa}
-#nodes tr.s1 td{background:#fff6dc}#nodes tr.s2 td{background:#fbe3e0}#nodes tr.s3 td{background:#fdecea}
-#nodes tr.hit td{background:#d7e8ff !important;font-weight:600}
+#node-table{table-layout:fixed;min-width:1480px}
+#node-table th{cursor:pointer;user-select:none;white-space:nowrap}
+#node-table th[aria-sort=ascending]:after{content:" \\25B2"}#node-table th[aria-sort=descending]:after{content:" \\25BC"}
+#node-table td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;height:26px;padding:3px 8px}
+#node-table tbody tr.row{cursor:pointer}#node-table tbody tr.row:hover td{background:#f0f4fa}
+#node-table tr.s1 td{background:#fff6dc}#node-table tr.s2 td{background:#fbe3e0}#node-table tr.s3 td{background:#fdecea}
+#node-table tr.hit td{background:#d7e8ff !important;font-weight:600}
 #detail{min-height:40px}#detail dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
 #detail dt{color:#5a6475}#detail dd{margin:0}
 @media (max-width:600px){header{padding:10px 12px}main{padding:10px 8px}.card{min-width:95px;padding:8px}
@@ -477,7 +478,7 @@ def render(plan, title="GPU fleet plan"):
         '<section id="nodes"><h2>Nodes</h2><div class="filter"><input id="filter" type="search" '
         'placeholder="filter: words, or pool:, status:, wave:, disruption:, driver:, mig:, changed:, stale:yes" '
         'aria-label="filter the nodes"><span id="count" class="muted"></span></div>',
-        '<div id="nodebox"><table id="nodes"><thead><tr>%s</tr></thead><tbody></tbody></table></div>' % head,
+        '<div id="nodebox"><table id="node-table"><thead><tr>%s</tr></thead><tbody></tbody></table></div>' % head,
         '<p class="muted">Click a column to sort, a row for its details.</p></section>',
         '<section id="detail-section"><h2>Node details</h2><div id="detail" class="muted">Pick a node in the table '
         "or a health square.</div></section>",
@@ -495,7 +496,7 @@ SCRIPT = r"""
   var S = D.strings, N = D.name.length, ROW = 26, OVERSCAN = 8;
   var STATUS = ["ok", "warning", "critical", "invalid"];
   var NOW = Date.now() / 1000, STALE = D.stale_after_hours * 3600;
-  var box = document.getElementById("nodebox"), table = document.getElementById("nodes");
+  var box = document.getElementById("nodebox"), table = document.getElementById("node-table");
   var tbody = table.tBodies[0], heads = table.tHead.rows[0].cells, input = document.getElementById("filter");
   var count = document.getElementById("count"), perf = document.getElementById("perf");
   var cols = [];
@@ -606,6 +607,7 @@ SCRIPT = r"""
     return tr;
   }
   function render() {
+    box.style.height = Math.min(560, (Math.max(size, 3) + 1) * ROW + 24) + "px";
     var top = box.scrollTop, height = box.clientHeight || 560;
     var first = Math.max(0, Math.floor(top / ROW) - OVERSCAN), last = Math.min(size, Math.ceil((top + height) / ROW) + OVERSCAN);
     var frag = document.createDocumentFragment();
@@ -688,6 +690,8 @@ SCRIPT = r"""
     return params;
   }
   function bench() {
+    // a fixed series of filters and sorts, timed; then the filter and sort the page had
+    var keep = {q: input.value, col: sortCol, dir: sortDir};
     var filters = ["hgx", "status:critical", "pool:l40s driver:570", "wave:3", "zzz-no-such-host", ""], ms = {filter: [], sort: []};
     filters.forEach(function (q) { input.value = q; ms.filter.push(timed("filter", applyFilter)); });
     [0, 5, 11, 4].forEach(function (c) {
@@ -697,6 +701,12 @@ SCRIPT = r"""
       perf.setAttribute("data-bench-" + k + "-max-ms", Math.max.apply(null, ms[k]).toFixed(2));
       perf.setAttribute("data-bench-" + k + "-runs", ms[k].length);
     });
+    if (keep.col === null) {
+      for (var j = 0; j < N; j++) { order[j] = j; }
+      for (var h = 0; h < heads.length; h++) { heads[h].removeAttribute("aria-sort"); }
+      sortCol = null;
+    } else { sortBy(keep.col, keep.dir); }
+    input.value = keep.q; applyFilter(); render();
   }
 
   input.addEventListener("input", function () {

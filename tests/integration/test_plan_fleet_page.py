@@ -224,7 +224,7 @@ def test_waves_follow_upgrade_yml_serial_and_canary(repo_root, demo, tmp_path):
     assert [b["size"] for b in waves["batches"]] == [1, 3, 3, 3] and waves["serial"] == ["1", "30%"]
     order = plan["order"]
     assert [order[b["first"]:b["first"] + b["size"]] for b in waves["batches"]][1] == order[1:4]
-    assert "upgrade waves (serial 30%, canary first): 4" in proc.stdout
+    assert "upgrade waves (serial 30%, canary first): 4, 2 of them drain nodes" in " ".join(proc.stdout.split())
     dom = _dom(report / "index.html", tmp_path / "profile", "#q=wave:2")
     assert dom.waves == [1, 2, 3, 4] and dom.rows == order[1:4]
 
@@ -251,7 +251,9 @@ def test_diff_against_a_given_previous_plan(repo_root, demo, tmp_path):
     proc = _playbook(repo_root, repo_root / "inventories" / "demo" / "hosts.yml", "-e", "gpuops_fleet_report_dir=%s" % report,
                      "-e", "gpuops_fleet_previous_plan=%s" % given)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "since the last plan (%s): 1 host(s) added, 1 removed; changed: driver 1," % given in proc.stdout, proc.stdout[-3000:]
+    said = " ".join(proc.stdout.split())       # the YAML callback folds long lines
+    assert ("since the last plan (%s): 1 host(s) added, 1 removed; changed: driver 1, wanted driver 0, MIG 0, health 0, "
+            "capacity 1; capacity nvidia.com/gpu 44 -> 48" % given) in said, proc.stdout[-3000:]
     diff = json.loads((report / "plan.json").read_text())["diff"]
     assert diff["added"] == ["l40s-04"] and diff["removed"] == ["gone-01"]
     assert diff["changed"] == {"hgx-h100-02": {"driver": ["570.158.01", "570.172.08"],
