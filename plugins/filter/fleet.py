@@ -3,7 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
-"""The driver plan of one node from its replayed facts, shaped like nvidia_driver's result.
+"""Filters over the fleet plan: a node's driver plan from replayed facts, and the page from plan.json.
 
 With replayed facts the node's packages are not known, and the controller's
 own are not the node's: the plan compares the wanted driver with the facts'
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 
@@ -56,6 +56,15 @@ def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", 
     }
 
 
+def fleet_page(plan, title="GPU fleet plan"):
+    """The fleet page (index.html) from a plan.json, checked against its schema: no inventory, no facts."""
+    try:
+        return fleet_report.render(fleet_schema.check(plan), title)
+    except fleet_schema.FleetPlanDataError as exc:
+        raise AnsibleFilterError("fleet_page: %s" % exc)
+
+
 FilterModule = filter_module(
     nvidia_driver_replay_plan,
+    fleet_page,
 )

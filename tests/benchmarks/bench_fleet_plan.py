@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""Benchmark: the fleet planner on generated fleets of 50, 500 and 5000 hosts.
+"""Benchmark: the fleet planner and its page on generated fleets of 50 to 20,000 hosts.
 
 Not a test: run it by hand, on an idle machine, from the repository root, after
 scripts/bootstrap.sh (the playbook runs the installed collection):
 
-    .venv/bin/python tests/benchmarks/bench_fleet_plan.py [--sizes 50 500 5000] [--runs 3]
+    .venv/bin/python tests/benchmarks/bench_fleet_plan.py [--sizes 50 500 5000 20000] [--runs 3] [--no-browser]
 
 Each fleet is made from the recorded fixtures in tests/fixtures/nvml, in the
 demo's proportions (per 10 hosts: 1 DGX A100 with all-balanced MIG, 4 HGX H100
@@ -20,6 +20,8 @@ import argparse
 import json
 import os
 import platform
+import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -29,7 +31,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import conftest  # noqa: E402  (collection on sys.path)
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_views  # noqa: E402
 
 NVML = conftest.FIXTURES / "nvml"
 POOLS = [("dgx", "dgx-a100", 1), ("hgx", "hgx-h100", 4), ("h200", "h200-mig", 1), ("l40s", "l40s", 4)]
@@ -70,7 +72,7 @@ def generate(size, folder):
                                                 "gpu_sharing_default_config": "default"}}},
         "gpu_nodes": {"children": dict((p, {"hosts": dict((h, None) for h in groups[p]), "vars": POOL_VARS[p]})
                                        for p in groups)}},
-        "vars": {"gpuops_k8s_mig_strategy": "mixed"}}}
+        "vars": {"gpuops_k8s_mig_strategy": "mixed", "gpuops_upgrade_serial": "5%", "gpuops_upgrade_canary": True}}}
     path = os.path.join(folder, "hosts.json")
     with open(path, "w") as handle:
         json.dump(inventory, handle)
@@ -80,31 +82,86 @@ def generate(size, folder):
 def time_function(facts_dir, hosts):
     start = time.perf_counter()
     plan = fleet_plan.plan_fleet(hosts, facts_dir, "mixed", SHARING, "default")
+    names = [name for name, _vars in hosts]
+    groups = {}
+    for name in names:
+        groups.setdefault(name.split("-")[0], []).append(name)
+    fleet_views.enrich(plan, names, fleet_views.pools(names, groups, "gpu_nodes"), "5%", True)
     fleet_report.render(plan)
     return time.perf_counter() - start, plan
 
 
-def time_playbook(facts_dir, inventory, folder):
+def time_playbook(facts_dir, inventory, report, *extra):
+    """(seconds, peak resident memory in MB of the ansible-playbook process tree's largest process)."""
     playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     start = time.perf_counter()
     proc = subprocess.run([playbook, "-i", inventory, "playbooks/plan_fleet.yml",
-                           "-e", "gpuops_fleet_facts_dir=%s" % facts_dir,
-                           "-e", "gpuops_fleet_report_dir=%s" % os.path.join(folder, "report")],
+                           "-e", "gpuops_fleet_facts_dir=%s" % facts_dir, "-e", "gpuops_fleet_report_dir=%s" % report]
+                          + [arg for pair in extra for arg in ("-e", pair)],
                           cwd=str(conftest.ROOT), capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit("plan_fleet.yml failed:\n%s" % proc.stdout[-3000:])
-    return elapsed
+    return elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
+def time_page(page, profile, port=9339):
+    """The page's own figures from headless Chromium, read over the DevTools protocol once it has painted:
+    {parsed-ms, fcp-ms, ready-ms, bench-filter-max-ms, bench-sort-max-ms}."""
+    import urllib.request
+
+    import websocket  # websocket-client: the kubernetes client (requirements/collection.txt) needs it
+
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not binary:
+        return {}
+    browser = subprocess.Popen([binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                "--user-data-dir=%s" % profile, "--window-size=1400,1000",
+                                "--remote-debugging-port=%d" % port, "file://%s#bench=1" % page],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _try in range(600):
+            try:
+                targets = json.load(urllib.request.urlopen("http://127.0.0.1:%d/json" % port, timeout=2))
+                target = [t for t in targets if t.get("type") == "page" and t["url"].startswith("file://")][0]
+                break
+            except (OSError, IndexError, ValueError):
+                time.sleep(0.2)
+        conn = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=60)
+        expression = ('(function () { var p = document.getElementById("perf"); if (!p || p.getAttribute("data-state") '
+                      '!== "ready") { return null; } var out = {}; Array.prototype.forEach.call(p.attributes, '
+                      'function (a) { out[a.name.slice(5)] = a.value; }); var f = performance.getEntriesByName('
+                      '"first-contentful-paint")[0]; out["fcp-ms"] = f ? f.startTime.toFixed(1) : "-"; '
+                      'return JSON.stringify(out); })()')
+        for attempt in range(600):
+            conn.send(json.dumps({"id": attempt + 1, "method": "Runtime.evaluate", "params": {"expression": expression}}))
+            while True:
+                reply = json.loads(conn.recv())
+                if reply.get("id") == attempt + 1:
+                    break
+            value = reply.get("result", {}).get("result", {}).get("value")
+            if value:
+                found = json.loads(value)
+                if found.get("fcp-ms") != "-":
+                    return found
+            time.sleep(0.2)
+        return {}
+    finally:
+        browser.terminate()
+        browser.wait()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 500, 5000])
-    parser.add_argument("--runs", type=int, default=3, help="best of N for each figure")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 500, 5000, 20000])
+    parser.add_argument("--runs", type=int, default=1, help="best of N for each figure")
+    parser.add_argument("--no-browser", action="store_true", help="skip the Chromium figures")
     args = parser.parse_args()
-    print("%s, Python %s, %d CPU(s)" % (platform.platform(), platform.python_version(), os.cpu_count()))
-    print("| hosts | GPUs | function (best of %d) | playbook (best of %d) | playbook per host |" % (args.runs, args.runs))
-    print("|---:|---:|---:|---:|---:|")
+    print("%s, Python %s, %d CPU(s), load average %s" % (platform.platform(), platform.python_version(),
+                                                         os.cpu_count(), " ".join("%.1f" % x for x in os.getloadavg())))
+    print("| hosts | GPUs | function | playbook | peak memory | with a previous plan | index.html | plan.json "
+          "| parsed | first paint | table ready | filter (max) | sort (max) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes:
         folder = tempfile.mkdtemp(prefix="bench-fleet-")
         try:
@@ -112,9 +169,24 @@ def main():
             func = min(time_function(facts_dir, hosts)[0] for _run in range(args.runs))
             _t, plan = time_function(facts_dir, hosts)
             assert plan["valid"], plan["errors"][:3]
-            book = min(time_playbook(facts_dir, inventory, folder) for _run in range(args.runs))
-            row = (size, plan["summary"]["gpus"], func, book, 1000.0 * book / size)
-            print("| %d | %d | %.2f s | %.2f s | %.1f ms |" % row)
+            gpus = plan["summary"]["gpus"]
+            del plan
+            runs = []
+            for run in range(args.runs):
+                report = os.path.join(folder, "report%d" % run)
+                runs.append(time_playbook(facts_dir, inventory, report))
+            book, memory = min(r[0] for r in runs), max(r[1] for r in runs)
+            previous = os.path.join(folder, "previous.json")
+            shutil.copy(os.path.join(folder, "report0", "plan.json"), previous)
+            again = min(time_playbook(facts_dir, inventory, os.path.join(folder, "again%d" % run),
+                                      "gpuops_fleet_previous_plan=%s" % previous)[0] for run in range(args.runs))
+            page = os.path.join(folder, "report0", "index.html")
+            perf = {} if args.no_browser else time_page(page, os.path.join(folder, "profile"))
+            row = (size, gpus, func, book, memory, again, os.path.getsize(page) / 1e6,
+                os.path.getsize(os.path.join(folder, "report0", "plan.json")) / 1e6,
+                perf.get("parsed-ms", "-"), perf.get("fcp-ms", "-"), perf.get("ready-ms", "-"), perf.get("bench-filter-max-ms", "-"),
+                perf.get("bench-sort-max-ms", "-"))
+            print("| %d | %d | %.2f s | %.2f s | %.0f MB | %.2f s | %.2f MB | %.1f MB | %s ms | %s ms | %s ms | %s ms | %s ms |" % row)
             sys.stdout.flush()
         finally:
             shutil.rmtree(folder)

@@ -1,0 +1,237 @@
+"""The views of plan.json: waves as upgrade.yml runs them, disruption, pools, tenants, facts age, diff, schema."""
+import json
+import os
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible.executor.playbook_executor import PlaybookExecutor
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play import Play
+from ansible.template import Templar, trust_as_template
+from ansible.vars.manager import VariableManager
+
+from ansible_collections.gpuops.platform.plugins.filter import fleet as fleet_filter
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_views as fv
+
+from test_fleet_plan import MIG, ROOT, fixture, plan, write
+
+HOSTS = {
+    "dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"}),
+    "hgx1": ("hgx-h100", {"nvidia_driver_version": "570.195.03"}),
+    "hgx2": ("hgx-h100", {"nvidia_driver_version": "570.195.03"}),
+    "l40s": ("l40s", {}),
+}
+GROUPS = {"gpu_nodes": list(HOSTS), "dgx_pool": ["dgx"], "hgx_pool": ["hgx1", "hgx2"], "everything": list(HOSTS),
+          "k8s_control": ["localhost"], "racks": ["dgx", "hgx1", "hgx2"]}
+
+
+def _views(tmp_path, previous=None, **kw):
+    out = plan(tmp_path, HOSTS, mig_strategy="mixed")
+    names = list(HOSTS)
+    return fv.enrich(out, names, fv.pools(names, GROUPS, "gpu_nodes"), **kw)
+
+
+# --- waves ---------------------------------------------------------------------------
+
+def _ansible_batches(tmp_path, size, serial, canary):
+    """The batches ansible-playbook makes for playbooks/upgrade.yml's own serial expressions."""
+    source = yaml.safe_load((ROOT / "playbooks" / "upgrade.yml").read_text())[0]["serial"]
+    loader = DataLoader()
+    templar = Templar(loader, variables={"gpuops_upgrade_serial": serial, "gpuops_upgrade_canary": canary})
+    values = [templar.template(trust_as_template(item)) for item in source]
+    inventory_file = tmp_path / "hosts.yml"
+    inventory_file.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": dict(("n%05d" % i, None) for i in range(size))}}))
+    inventory = InventoryManager(loader, [str(inventory_file)])
+    play = Play.load({"hosts": "gpu_nodes", "serial": values, "gather_facts": False, "tasks": []},
+                     variable_manager=VariableManager(loader, inventory), loader=loader)
+    executor = PlaybookExecutor.__new__(PlaybookExecutor)
+    executor._inventory = inventory
+    return [[h.name for h in batch] for batch in executor._get_serialized_batches(play)]
+
+
+@pytest.mark.parametrize("size, serial, canary", [
+    (10, 1, False), (10, "30%", True), (7, "3", True), (20000, "5%", True), (5, "1%", False), (5, 0, False),
+    (4, "100%", True), (9, 4, False),
+])
+def test_waves_are_the_batches_ansible_makes_for_upgrade_yml(tmp_path, size, serial, canary):
+    names = ["n%05d" % i for i in range(size)]
+    assert fv.batches(names, serial, canary) == _ansible_batches(tmp_path, size, serial, canary)
+
+
+def test_a_serial_that_is_not_a_count_is_refused():
+    with pytest.raises(fleet_schema.FleetPlanDataError, match="gpuops_upgrade_serial 'ten' is neither"):
+        fv.batches(["a"], "ten", False)
+
+
+def test_waves_take_away_the_capacity_of_the_nodes_they_drain(tmp_path):
+    out = _views(tmp_path, serial=2, canary=True)
+    batches = out["waves"]["batches"]
+    assert [(b["first"], b["size"], b["drained"], b["reboots"]) for b in batches] == [(0, 1, 0, 0), (1, 2, 2, 2),
+                                                                                      (3, 1, 0, 0)]
+    assert batches[1]["capacity_removed"] == {"nvidia.com/gpu": 16} and batches[0]["capacity_removed"] == {}
+    assert [out["hosts"][n]["wave"] for n in HOSTS] == [1, 2, 2, 3]
+
+
+# --- per host ----------------------------------------------------------------------
+
+def test_a_mig_change_is_a_drain_and_a_gpu_reset_and_a_new_driver_a_reboot(tmp_path):
+    out = _views(tmp_path)
+    assert out["hosts"]["dgx"]["disruption"] == {"drain": True, "gpu_reset": True, "reboot": False,
+                                                 "summary": "drain + GPU reset"}
+    assert out["hosts"]["hgx1"]["disruption"]["summary"] == "drain + reboot"
+    assert out["hosts"]["l40s"]["disruption"]["summary"] == "none"
+
+
+def test_each_host_is_in_its_smallest_group_and_facts_paths_are_normalised(tmp_path):
+    out = _views(tmp_path)
+    assert [out["hosts"][n]["pool"] for n in HOSTS] == ["dgx_pool", "hgx_pool", "hgx_pool", "everything"]
+    assert fv.pools(["a", "b"], {"gpu_nodes": ["a", "b"]}, "gpu_nodes") == {"a": "ungrouped", "b": "ungrouped"}
+    crooked = plan(tmp_path, {"x": ("l40s", {"gpuops_nvml_replay_file": str(tmp_path / "sub" / ".." / "x.json")})})
+    fv.enrich(crooked, ["x"], {})
+    assert crooked["hosts"]["x"]["facts_file"] == str(tmp_path / "x.json") and crooked["facts_root"] == str(tmp_path)
+
+
+@pytest.mark.parametrize("wrap, expected", [
+    (lambda f: dict(ansible_facts={"nvidia": f}, recorded_at="2026-11-20T08:00:00Z", format_version=1), 1795161600.0),
+    (lambda f: dict(f, recorded_at=1795161600), 1795161600.0),
+    (lambda f: dict(recorded_at="2026-11-20T09:00:00+01:00", ansible_facts={"nvidia": f}), 1795161600.0),
+])
+def test_the_recording_time_in_the_facts_file_wins_over_its_mtime(tmp_path, wrap, expected):
+    path = write(tmp_path, "x", wrap(fixture("dgx-a100")))
+    os.utime(str(path), (1000, 1000))
+    assert fv.facts_time(str(path)) == (expected, "recorded")
+
+
+@pytest.mark.parametrize("text", ['{"recorded_at": "last tuesday", "gpus": []}', '{"gpus": []}'])
+def test_without_a_usable_recording_time_the_mtime_counts(tmp_path, text):
+    path = write(tmp_path, "x", text)
+    os.utime(str(path), (1000, 1000))
+    assert fv.facts_time(str(path)) == (1000.0, "mtime")
+    assert fv.facts_time(str(tmp_path / "missing.json")) == (None, None)
+
+
+def test_old_facts_are_stale(tmp_path):
+    out = plan(tmp_path, HOSTS, mig_strategy="mixed")
+    os.utime(str(tmp_path / "hgx2.json"), (1000, 1000))
+    fv.enrich(out, list(HOSTS), fv.pools(list(HOSTS), GROUPS, "gpu_nodes"), stale_after_hours=24)
+    assert fv.stale_hosts(out) == ["hgx2"] and out["pools"]["hgx_pool"]["stale"] == 1
+    assert "facts older than 24 h: 1 (hgx2)" in fv.overview(out)
+
+
+# --- tenants -----------------------------------------------------------------------
+
+def test_tenant_and_queue_quotas_against_capacity_flag_overcommit_instead_of_failing(tmp_path):
+    out = _views(tmp_path, tenant_settings={
+        "tenants": [{"name": "a", "gpu_share": 0.5, "kueue_cluster_queue": "train"},
+                    {"name": "b", "quota": {"requests.nvidia.com/gpu": 20}, "gpu_share": 0}],
+        "cluster_queues": [{"name": "infer", "quotas": {"nvidia-l40s": {"nvidia.com/gpu": 2}}}],
+        "tenant_cluster_queues": "True"})
+    t = out["tenants"]
+    cap = out["summary"]["capacity"]["nvidia.com/gpu"]
+    assert cap == 17 and t["tenants"][0]["quota"]["nvidia.com/gpu"] == 8 and t["tenants"][1]["quota"]["nvidia.com/gpu"] == 20
+    gpu = [r for r in t["resources"] if r["resource"] == "nvidia.com/gpu"][0]
+    assert gpu == {"resource": "nvidia.com/gpu", "capacity": 17, "tenants": 28, "overcommitted": True}
+    assert [q["name"] for q in t["cluster_queues"]] == ["infer", "train"] and t["cluster_queues"][1]["nominal"] == {}
+    l40s = [r for r in t["flavors"] if r["flavor"] == "nvidia-l40s"][0]
+    assert l40s == {"flavor": "nvidia-l40s", "resource": "nvidia.com/gpu", "capacity": 1, "nominal": 2,
+                    "overcommitted": True}
+    assert t["overcommitted"]
+    # without queues of its own, the default ClusterQueue gets the whole fleet: never overcommitted
+    t = _views(tmp_path)["tenants"]
+    assert [q["name"] for q in t["cluster_queues"]] == ["gpu-fleet"] and not any(r["overcommitted"] for r in t["flavors"])
+
+
+# --- diff --------------------------------------------------------------------------
+
+def test_the_diff_names_added_removed_and_changed_hosts_and_totals(tmp_path):
+    before = _views(tmp_path)
+    hosts = dict(HOSTS)
+    del hosts["l40s"]
+    hosts["new"] = ("l40s", {})
+    hosts["hgx2"] = ("hgx-h100", {"nvidia_driver_version": "570.172.08"})
+    bad = fixture("hgx-h100")
+    bad["gpus"][0]["ecc"]["volatile_uncorrectable"] = 3
+    hosts["hgx1"] = (bad, HOSTS["hgx1"][1])
+    after = plan(tmp_path, hosts, mig_strategy="mixed")
+    names = list(hosts)
+    fv.enrich(after, names, fv.pools(names, GROUPS, "gpu_nodes"))
+    d = fv.diff(json.loads(json.dumps(before)), after, "old/plan.json")
+    assert d["added"] == ["new"] and d["removed"] == ["l40s"] and d["previous"] == "old/plan.json"
+    assert d["changed"] == {"hgx1": {"health": ["ok", "critical"]},
+                            "hgx2": {"wanted": ["570.195.03", "570.172.08"]}}
+    assert d["counts"] == {"driver": 0, "wanted": 1, "mig": 0, "health": 1, "capacity": 0}
+    assert d["totals"]["reboot"] == [2, 1] and d["totals"]["unhealthy_nodes"] == [0, 1]
+    assert d["totals"]["capacity"] == {}
+    fleet_schema.check(dict(after, diff=d))
+
+
+def test_the_diff_reads_a_plan_of_the_previous_version(tmp_path):
+    old = plan(tmp_path, HOSTS, mig_strategy="mixed")            # version 1: what plan.json was before the views
+    assert old["version"] == 1
+    d = fv.diff(json.loads(json.dumps(old)), _views(tmp_path))
+    assert d["previous_version"] == 1 and d["changed"] == {} and d["added"] == d["removed"] == []
+
+
+@pytest.mark.parametrize("previous, message", [
+    ({"version": 7}, "has version 7; this release reads plan.json versions 1, 2"),
+    ([], "is not a JSON object"),
+    ({"version": 1, "hosts": {}}, "does not follow the plan.json schema version 1"),
+])
+def test_a_previous_plan_that_is_not_a_plan_is_refused(tmp_path, previous, message):
+    with pytest.raises(fleet_schema.FleetPlanDataError, match=message):
+        fv.diff(previous, _views(tmp_path), "x.json")
+
+
+# --- schema ------------------------------------------------------------------------
+
+def test_the_plan_follows_its_schema_and_a_broken_one_does_not(tmp_path):
+    out = json.loads(json.dumps(_views(tmp_path)))
+    assert fleet_schema.check(out) is out
+    for path, value, what in ((("hosts", "hgx1", "wave"), 0, "hosts/hgx1/wave: 0 is less than the minimum of 1"),
+                              (("hosts", "dgx", "health", "status"), "fine", "hosts/dgx/health/status"),
+                              (("waves", "canary"), "yes", "waves/canary: 'yes' is not of type 'boolean'"),
+                              (("hosts", "l40s", "host"), 5, "hosts/l40s/host: 5 is not of type 'string'")):
+        broken = json.loads(json.dumps(out))
+        target = broken
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        with pytest.raises(fleet_schema.FleetPlanDataError, match=what.replace("'", ".")):
+            fleet_schema.check(broken)
+    del out["waves"]
+    with pytest.raises(fleet_schema.FleetPlanDataError, match="'waves' is a required property"):
+        fleet_schema.check(out)
+
+
+def test_the_documented_schema_is_the_one_the_code_checks():
+    for version in fleet_schema.SUPPORTED:
+        documented = json.loads((ROOT / "docs" / ("fleet_plan_schema.v%d.json" % version)).read_text())
+        assert documented == fleet_schema.schema(version)
+    text = (ROOT / "docs" / "fleet_plan_schema.md").read_text()
+    for key in fleet_schema.schema(2)["required"]:
+        assert "`%s`" % key in text
+
+
+def test_the_page_is_rendered_again_from_plan_json_alone(tmp_path):
+    out = _views(tmp_path, tenant_settings={"tenants": [{"name": "a"}]})
+    kept = json.loads(json.dumps(out, sort_keys=True))
+    for name in HOSTS:
+        os.remove(str(tmp_path / ("%s.json" % name)))                  # no facts, no inventory
+    assert fleet_filter.fleet_page(kept) == fleet_report.render(out)
+    with pytest.raises(AnsibleFilterError, match="fleet_page: plan.json does not follow"):
+        fleet_filter.fleet_page(dict(kept, waves=[]))
+
+
+def test_the_summary_lines_name_a_few_hosts_and_where_the_rest_are(tmp_path):
+    write(tmp_path, "x", fixture("hgx-h100"))
+    many = fleet_plan.plan_fleet([("h%04d" % i, {"gpuops_nvml_replay_file": str(tmp_path / "x.json"),
+                                                 "nvidia_driver_version": "570.195.03"}) for i in range(1250)], "")
+    names = sorted(many["hosts"])
+    lines = fv.overview(fv.enrich(many, names, {}, serial="10%", canary=True))
+    assert lines[0] == ("reboots: 1250 (h0000, h0001, h0002, h0003, h0004 and 1245 more: plan.json summary.reboot, "
+                        "or the page's node table with the filter disruption:reboot)")
+    assert lines[1].startswith("upgrade waves (serial 10%, canary first): 11, 11 of them drain nodes")
+    assert all(len(line) < 400 for line in lines)
