@@ -169,7 +169,7 @@ def _counts(mapping):
     return ", ".join("%s: %s" % kv for kv in sorted((mapping or {}).items())) or "none"
 
 
-def _hbar(health, link=None):
+def _hbar(health):
     total = sum(health.values()) or 1
     spans = "".join('<span class="%s" style="width:%.2f%%" title="%s: %d"></span>' % (s, 100.0 * health.get(s, 0) / total,
                                                                                       s, health.get(s, 0))
@@ -244,7 +244,7 @@ def _pools(plan):
 
 def _waves(plan):
     w = plan["waves"]
-    order, hosts = plan["order"], plan["hosts"]
+    order = plan["order"]
     batches = w["batches"]
     rows = []
     for b in batches[:WAVE_ROWS]:

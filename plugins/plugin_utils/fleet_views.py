@@ -296,6 +296,10 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
 # What changed since a previous plan
 # ---------------------------------------------------------------------------
 
+def _resources(host):
+    return (host.get("capacity") or {}).get("resources") or {}
+
+
 def _facets(host):
     """What a host's change is judged on: driver, MIG, health and capacity."""
     driver = host.get("driver") or {}
@@ -306,8 +310,7 @@ def _facets(host):
         "wanted": driver.get("wanted") or "-",
         "mig": "%s%s" % (mig.get("config") or "none", " [%s]" % layout if layout else ""),
         "health": status(host),
-        "capacity": ", ".join("%s: %s" % kv for kv in sorted(((host.get("capacity") or {}).get("resources")
-                                                              or {}).items())) or "none",
+        "capacity": ", ".join("%s: %s" % kv for kv in sorted(_resources(host).items())) or "none",
     }
 
 

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import resource
 import shutil
 import subprocess
@@ -95,9 +94,11 @@ def time_playbook(facts_dir, inventory, report, *extra):
     """(seconds, peak resident memory in MB of the ansible-playbook process tree's largest process)."""
     playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     start = time.perf_counter()
-    proc = subprocess.run([playbook, "-i", inventory, "playbooks/plan_fleet.yml",
-                           "-e", "gpuops_fleet_facts_dir=%s" % facts_dir, "-e", "gpuops_fleet_report_dir=%s" % report]
-                          + [arg for pair in extra for arg in ("-e", pair)],
+    command = [playbook, "-i", inventory, "playbooks/plan_fleet.yml",
+               "-e", "gpuops_fleet_facts_dir=%s" % facts_dir, "-e", "gpuops_fleet_report_dir=%s" % report]
+    for pair in extra:
+        command += ["-e", pair]
+    proc = subprocess.run(command,
                           cwd=str(conftest.ROOT), capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
@@ -183,9 +184,9 @@ def main():
             page = os.path.join(folder, "report0", "index.html")
             perf = {} if args.no_browser else time_page(page, os.path.join(folder, "profile"))
             row = (size, gpus, func, book, memory, again, os.path.getsize(page) / 1e6,
-                os.path.getsize(os.path.join(folder, "report0", "plan.json")) / 1e6,
-                perf.get("parsed-ms", "-"), perf.get("fcp-ms", "-"), perf.get("ready-ms", "-"), perf.get("bench-filter-max-ms", "-"),
-                perf.get("bench-sort-max-ms", "-"))
+                   os.path.getsize(os.path.join(folder, "report0", "plan.json")) / 1e6,
+                   perf.get("parsed-ms", "-"), perf.get("fcp-ms", "-"), perf.get("ready-ms", "-"),
+                   perf.get("bench-filter-max-ms", "-"), perf.get("bench-sort-max-ms", "-"))
             print("| %d | %d | %.2f s | %.2f s | %.0f MB | %.2f s | %.2f MB | %.1f MB | %s ms | %s ms | %s ms | %s ms | %s ms |" % row)
             sys.stdout.flush()
         finally:

@@ -44,9 +44,10 @@ def test_demo_fleet_is_planned_from_the_fixtures(repo_root, demo):
     assert s["mig_changes"] == ["dgx-a100-01"] and s["invalid_mig"] == []
     assert s["capacity"] == {"nvidia.com/gpu": 48, "nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 8,
                              "nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.18gb": 7}
-    assert all(h["facts_file"] == os.path.normpath(h["facts_file"]) and os.path.isabs(h["facts_file"])
-               and h["facts_file"].startswith(str(repo_root / "tests" / "fixtures" / "nvml") + os.sep)
-               for h in plan["hosts"].values())
+    fixtures = str(repo_root / "tests" / "fixtures" / "nvml") + os.sep
+    for host in plan["hosts"].values():
+        path = host["facts_file"]
+        assert path == os.path.normpath(path) and os.path.isabs(path) and path.startswith(fixtures), path
     assert plan["facts_root"] == str(repo_root / "tests" / "fixtures" / "nvml")
     fleet_schema.check(plan)
     assert "report: " in proc.stdout and "index.html" in proc.stdout
