@@ -32,9 +32,14 @@ description:
   - A host's problems (no facts file, a file that is not C(nvml_facts) output, an unknown GPU, an invalid
     MIG layout or driver setting, a capacity the strategy cannot give) are recorded on that host; the
     other hosts are still planned.
-  - Writes C(plan.json) (per host and fleet totals) and C(index.html) (one self-contained page with the
-    fleet summary, plots and a sortable table of the nodes) into O(report_dir), each atomically. Both are
-    written in check mode too, since they are the output of a plan.
+  - Writes C(plan.json) (per host and fleet totals, and the views; a versioned format with a JSON Schema,
+    see docs/fleet_plan_schema.md) and C(index.html) (one self-contained page, built from C(plan.json) alone -
+    per-pool rollups, the reboot waves of C(upgrade.yml), each node's disruption, tenant and queue quotas
+    against capacity, the age of each host's facts, what changed since the previous plan, and a filtered,
+    sorted, virtualized table of the nodes) into O(report_dir), each atomically. Both are written in check
+    mode too, since they are the output of a plan.
+  - Compares the plan with O(previous_plan), or else with the C(plan.json) already in O(report_dir), which
+    is kept as C(plan.previous.json) when the new plan differs from it.
   - Fails after writing both files when any host cannot be planned, naming each host and its reasons
     (unless O(fail_on_invalid=false)).
 author:
@@ -55,7 +60,7 @@ options:
   hosts:
     description:
       - Inventory hosts to plan, in this order.
-      - By default the hosts of the C(gpu_nodes) group.
+      - By default the hosts of O(group).
     type: list
     elements: str
   mig_strategy:
@@ -90,6 +95,39 @@ options:
       - Title of the page.
     type: str
     default: GPU fleet plan
+  group:
+    description:
+      - The inventory group of the fleet; its hosts are planned unless O(hosts) is given, and the groups
+        below it are the pools of the rollups (each host in its smallest group).
+    type: str
+    default: gpu_nodes
+  previous_plan:
+    description:
+      - A C(plan.json) (schema version 1 or 2) to compare with, instead of the one in O(report_dir).
+      - A file that does not follow its schema fails the task before anything is written.
+    type: path
+  serial:
+    description:
+      - C(gpuops_upgrade_serial) of C(playbooks/upgrade.yml) (a number of hosts or a percentage) for the reboot waves.
+    type: raw
+    default: 1
+  canary:
+    description:
+      - C(gpuops_upgrade_canary) of C(playbooks/upgrade.yml) - a first wave of one host.
+    type: bool
+    default: false
+  tenants:
+    description:
+      - The tenants and Kueue queues whose quotas are set against the capacity, as keyword arguments -
+        C(tenants) (C(gpu_tenants_list)), C(default_share), C(default_quota), C(cluster_queues)
+        (C(kueue_cluster_queues)), C(default_cluster_queue) and C(tenant_cluster_queues).
+    type: dict
+    default: {}
+  stale_after_hours:
+    description:
+      - Facts recorded longer ago than this are stale.
+    type: float
+    default: 168
   return_facts:
     description:
       - Also return each planned host's facts and MIG resources in RV(nodes), so a later task can publish
@@ -165,6 +203,14 @@ summary:
     gpus_by_model: {"NVIDIA H100 80GB HBM3": 16}
     reboot: ["dgx-a100-01"]
     capacity: {"nvidia.com/gpu": 24}
+overview:
+  description:
+    - Lines for the play's summary - nodes to reboot (a count and the first few), upgrade waves, what changed
+      since the previous plan, stale facts and quotas against capacity.
+  returned: always
+  type: list
+  elements: str
+  sample: ["reboots: 1250 (hgx-00001, hgx-00002, hgx-00003, hgx-00004, hgx-00011 and 1245 more: plan.json summary.reboot, or the page's node table with the filter disruption:reboot)"]
 plan_file:
   description: Path of C(plan.json).
   returned: always
