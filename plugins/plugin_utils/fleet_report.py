@@ -25,6 +25,7 @@ __metaclass__ = type
 import json
 import os
 from html import escape
+from urllib.parse import quote
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema, fleet_views
 
@@ -179,7 +180,7 @@ def _hbar(health):
 
 def _q(text):
     """A link that filters the node table."""
-    return "#q=" + _e(text.replace(" ", "%20"))
+    return "#q=" + _e(quote(text, safe=":"))
 
 
 # ---------------------------------------------------------------------------
@@ -316,7 +317,7 @@ def _health(plan, statuses):
         note = "the %d node(s) that are not ok%s; the %d ok nodes are counted per pool above" % (
             len(shown), " (first %d)" % SQUARES if len(shown) == SQUARES else "",
             sum(1 for n in order if statuses[n] == "ok"))
-    squares = "".join('<a class="%s" href="#h=%s" title="%s: %s"></a>' % (statuses[n], _e(n), _e(n), statuses[n])
+    squares = "".join('<a class="%s" href="#h=%s" title="%s: %s"></a>' % (statuses[n], _e(quote(n, safe="")), _e(n), statuses[n])
                       for n in shown)
     legend = "".join('<span><i class="%s"></i>%s</span>' % (s, s) for s in fleet_views.STATUSES)
     return ('<section id="health"><h2>Health by node</h2><p class="muted">%s; a square opens its row.</p>'
@@ -669,7 +670,9 @@ SCRIPT = r"""
     var params = {};
     location.hash.replace(/^#/, "").split("&").forEach(function (part) {
       var at = part.indexOf("=");
-      if (at > 0) { params[part.slice(0, at)] = decodeURIComponent(part.slice(at + 1)); }
+      if (at > 0) {
+        try { params[part.slice(0, at)] = decodeURIComponent(part.slice(at + 1)); } catch (e) { /* not ours */ }
+      }
     });
     if (params.sort !== undefined) {
       for (var c = 0; c < cols.length; c++) {
