@@ -32,7 +32,7 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schem
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 COLORS = ["#2f6fb0", "#76b900", "#d9822b", "#8e44ad", "#16a085", "#c0392b", "#7f8c8d", "#b7950b"]
 HEALTH_COLORS = {"ok": "#3c9a3c", "warning": "#e0a100", "critical": "#c0392b", "invalid": "#555555"}
-LIST_LIMIT = 30      # names listed inline before "and N more"
+LIST_LIMIT = 10      # names listed inline before "and N more"
 WAVE_ROWS = 200      # waves listed before the rest is left to the node table's filter
 SQUARES = 2000       # health squares: every host up to this, else the hosts that are not ok
 

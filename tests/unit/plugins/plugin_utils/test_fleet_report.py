@@ -109,6 +109,6 @@ def test_long_lists_are_cut_and_say_where_the_rest_is(tmp_path):
     plan = fleet_plan.plan_fleet([("h%03d" % i, {"gpuops_nvml_replay_file": str(tmp_path / "x.json"),
                                                  "nvidia_driver_version": "580.82.07"}) for i in range(100)], "")
     page = fleet_report.render(_views(plan))
-    assert "h029" in page.split('data-list="reboot"')[1].split("</p>")[0]
-    assert "h030" not in page.split('data-list="reboot"')[1].split("</p>")[0]
-    assert "and 70 more (filter the node table with disruption:reboot)" in page
+    assert "h009" in page.split('data-list="reboot"')[1].split("</p>")[0]
+    assert "h010" not in page.split('data-list="reboot"')[1].split("</p>")[0]
+    assert "and 90 more (filter the node table with disruption:reboot)" in page
