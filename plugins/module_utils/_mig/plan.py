@@ -154,11 +154,6 @@ def plan_gpu(gpu, entry, family, config_name, offline, notes=None):
     return plan, problems
 
 
-def mig_resource_name(profile):
-    """The device plugin's mixed-strategy resource: "mig-" + profile, "+" made "." (1g.10gb+me -> mig-1g.10gb.me)."""
-    return "nvidia.com/mig-%s" % profile.replace("+", ".")
-
-
 def k8s_resources(gpu_plans):
     """What the node exposes to Kubernetes under each MIG strategy of the device plugin."""
     mixed = {}
@@ -173,7 +168,7 @@ def k8s_resources(gpu_plans):
             if not after["instances"]:
                 empty.append(gp["index"])
             for inst in after["instances"]:
-                key = mig_resource_name(inst["profile"])
+                key = mig_profiles.mig_resource_name(inst["profile"])
                 mixed[key] = mixed.get(key, 0) + 1
                 profiles.add(inst["profile"])
                 single_count += 1

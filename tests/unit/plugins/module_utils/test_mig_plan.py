@@ -3,6 +3,7 @@ import pytest
 
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as C
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as PL
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.profiles import mig_resource_name
 from mig_helpers import config, facts, gpu, mig_device
 
 
@@ -210,4 +211,4 @@ def test_mixed_resource_names_follow_the_device_plugin_for_attribute_profiles():
     assert result["valid"], result["errors"]
     assert result["k8s_resources"]["mixed"]["resources"] == {
         "nvidia.com/mig-1g.24gb.me.all": 1, "nvidia.com/mig-1g.24gb.gfx": 1, "nvidia.com/mig-1g.24gb-me": 2}
-    assert PL.mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+    assert mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
