@@ -103,7 +103,7 @@ notes:
     C(all) or the entry disables MIG; an entry that enables MIG on it by index is an error. An entry that
     selects no GPU is noted in RV(plan.notes); a config that selects no GPU at all is also a warning.
   - A config that enables MIG on a node where no GPU supports MIG (an L40S-only node, say) is valid, as for
-    mig-parted, but is a warning and sets RV(plan.mig_unsupported): the node keeps its whole GPUs.
+    mig-parted, but is a warning and sets RV(plan.mig_unsupported), since the node keeps its whole GPUs.
   - Profile names follow mig-parted, with the attributes C(+me), C(+me.all), C(-me) and C(+gfx)
     (for example C(1g.24gb+gfx)); at most one C(+me) or C(+me.all) instance fits on a GPU.
   - Compute instance sub-profiles (for example C(1c.3g.40gb)) are not managed; every GPU instance gets one
