@@ -29,10 +29,11 @@ from collections.abc import Mapping, Sequence
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.profiles import (
+    MIG_RESOURCE_PREFIX as MIG_PREFIX, mig_resource_name)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 GPU = "nvidia.com/gpu"
-MIG_PREFIX = "nvidia.com/mig-"
 MIG_STRATEGIES = ("none", "single", "mixed")
 SHARING_MODES = ("none", "time-slicing", "mps")
 # The GPU Operator runs its device plugin on a node unless this label is "false".
@@ -282,7 +283,7 @@ def _base_resources(node, strategy):
                 "node %s: the single MIG strategy needs every GPU MIG-enabled with one profile, found %s; "
                 "use the mixed strategy or one MIG profile per node" % (name, ", ".join(found)))
         return {GPU: sum(profiles.values())}, True
-    counts = dict((MIG_PREFIX + p, n) for p, n in profiles.items())
+    counts = dict((mig_resource_name(p), n) for p, n in profiles.items())
     if full:
         counts[GPU] = full
     return counts, True

@@ -234,7 +234,7 @@ class _MigPlanner(object):
             result = mig_plan.plan(facts, entries, name, offline=True)
             self._plans[memo] = {
                 "config": name, "valid": result["valid"], "errors": result["errors"],
-                "warnings": result["warnings"], "changed": result["changed"],
+                "warnings": result["warnings"], "mig_unsupported": result["mig_unsupported"], "changed": result["changed"],
                 "gpus": [{"index": gp["index"], "name": gp["name"], "changed": gp["changed"],
                           "reset_required": gp["reset_required"],
                           "before": mig_plan.describe(gp, "before"), "after": mig_plan.describe(gp, "after")}
@@ -361,7 +361,7 @@ def summarize(hosts):
     """Fleet totals of the per-host plans."""
     out = {"hosts": len(hosts), "hosts_valid": 0, "hosts_invalid": [], "gpus": 0, "gpus_by_model": {},
            "driver_versions": {}, "gpus_by_model_and_driver": {}, "driver_changes": [], "reboot": [],
-           "invalid_mig": [], "mig_changes": [], "unhealthy_gpus": 0, "health": {"ok": 0, "warning": 0, "critical": 0},
+           "invalid_mig": [], "mig_changes": [], "mig_unsupported": [], "unhealthy_gpus": 0, "health": {"ok": 0, "warning": 0, "critical": 0},
            "unhealthy_nodes": [], "fabric_manager": [], "capacity": {}, "capacity_by_model": {}, "dra_nodes": []}
     for name, host in hosts.items():
         if host["valid"]:
@@ -385,6 +385,8 @@ def summarize(hosts):
             out["invalid_mig"].append(name)
         elif mig is not None and mig["changed"]:
             out["mig_changes"].append(name)
+        if mig is not None and mig.get("mig_unsupported"):
+            out["mig_unsupported"].append(name)
         health = host["health"]
         if health is not None:
             out["health"][health["status"]] += 1

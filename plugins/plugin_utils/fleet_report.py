@@ -433,8 +433,9 @@ def render(plan, title="GPU fleet plan"):
     for label, key, flt in (("Invalid plans", "hosts_invalid", "status:invalid"), ("Nodes to reboot", "reboot",
                                                                                    "disruption:reboot"),
                             ("Invalid MIG layouts", "invalid_mig", "mig:invalid"),
-                            ("Unhealthy nodes", "unhealthy_nodes", "status:critical")):
-        if s[key]:
+                            ("Unhealthy nodes", "unhealthy_nodes", "status:critical"),
+                            ("MIG asked of nodes where no GPU can do MIG", "mig_unsupported", "mig:")):
+        if s.get(key):
             lists.append('<p data-list="%s"><b>%s (%d):</b> %s</p>' % (
                 key, _e(label), len(s[key]), _e(_names(s[key], "filter the node table with %s" % flt))))
     errors = ""

@@ -112,3 +112,17 @@ def test_long_lists_are_cut_and_say_where_the_rest_is(tmp_path):
     assert "h009" in page.split('data-list="reboot"')[1].split("</p>")[0]
     assert "h010" not in page.split('data-list="reboot"')[1].split("</p>")[0]
     assert "and 90 more (filter the node table with disruption:reboot)" in page
+
+
+def test_mig_asked_of_nodes_without_mig_is_on_the_page(tmp_path):
+    from test_fleet_plan import MIG
+    write(tmp_path, "l40s", fixture("l40s"))
+    write(tmp_path, "hgx", fixture("hgx-h100"))
+    plan = _views(fleet_plan.plan_fleet([("l40s", {"mig_config": MIG, "mig_config_name": "all-1g.10gb"}),
+                                         ("hgx", {"mig_config": MIG, "mig_config_name": "all-disabled"})], str(tmp_path)))
+    page = fleet_report.render(plan)
+    assert ('<p data-list="mig_unsupported"><b>MIG asked of nodes where no GPU can do MIG (1):</b> l40s</p>' in page)
+    parser = _Page()
+    parser.feed(page)
+    notes = [parser.data["strings"][i] for i in parser.data["notes"]["0"]]
+    assert any("asks for MIG (entry 1) but no GPU on this node supports MIG" in n for n in notes)
