@@ -138,7 +138,7 @@ class ActionModule(ActionBase):
         result.update(
             changed=changed, valid=plan["valid"], errors=plan["errors"], summary=s,
             plan_file=plan_file, report_file=os.path.join(report_dir, "index.html"),
-            overview=fleet_views.overview(plan, PREVIEW))
+            overview=fleet_views.overview(plan, PREVIEW), previews=fleet_views.previews(s, PREVIEW))
         if nodes is not None:
             result["nodes"] = nodes
         if not plan["valid"] and args["fail_on_invalid"]:

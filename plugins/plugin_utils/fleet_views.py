@@ -413,11 +413,20 @@ def _pairs(mapping):
     return ", ".join("%s %s -> %s" % (k, v[0], v[1]) for k, v in sorted(mapping.items()))
 
 
+PREVIEWS = {"reboot": "disruption:reboot", "invalid_mig": "mig:invalid", "unhealthy_nodes": "status:critical",
+            "mig_unsupported": "mig:", "hosts_invalid": "status:invalid"}
+
+
+def previews(summary, count=5):
+    """Each list of the summary as a count and its first ``count`` names, never every host."""
+    return dict((key, _preview(summary.get(key) or [], count, "plan.json summary.%s, or the page's node table with "
+                               "the filter %s" % (key, flt))) for key, flt in PREVIEWS.items())
+
+
 def overview(plan, count=5, now=None):
     """The play's summary lines for the views: counts and the first few names, never every host."""
     s, waves_, d = plan["summary"], plan["waves"], plan["diff"]
-    lines = ["reboots: %s" % _preview(s["reboot"], count, "plan.json summary.reboot, or the page's node table with "
-                                      "the filter disruption:reboot")]
+    lines = ["reboots: %s" % previews(s, count)["reboot"]]
     batches_ = waves_["batches"]
     busy = [b for b in batches_ if b["drained"]]
     worst = max(batches_, key=lambda b: sum(b["capacity_removed"].values()), default=None)
