@@ -398,12 +398,12 @@ def _json_for_script(data):
 
 
 NODE_COLUMNS = [
-    # key, label, width (px), kind: s string index, n number, t text
+    # key, label, width (px), kind: s string index, n number, t text; what decides today comes first
     ("name", "host", 150, "t"), ("pool", "pool", 110, "s"), ("status", "status", 80, "status"),
-    ("gpus", "GPUs", 55, "n"), ("model", "model", 170, "s"), ("drv", "driver", 95, "s"),
-    ("want", "wanted", 95, "s"), ("act", "driver action", 100, "s"), ("dis", "disruption", 150, "s"),
-    ("mig", "MIG config", 150, "s"), ("wave", "wave", 55, "n"), ("rec", "facts age", 85, "age"),
-    ("chg", "since last plan", 200, "s"), ("cap", "Kubernetes resources", 240, "s"),
+    ("dis", "disruption", 150, "s"), ("wave", "wave", 55, "n"), ("chg", "since last plan", 200, "s"),
+    ("drv", "driver", 95, "s"), ("want", "wanted", 95, "s"), ("act", "driver action", 100, "s"),
+    ("gpus", "GPUs", 55, "n"), ("model", "model", 170, "s"), ("mig", "MIG config", 150, "s"),
+    ("rec", "facts age", 85, "age"), ("cap", "Kubernetes resources", 240, "s"),
 ]
 
 
