@@ -79,6 +79,7 @@ def generate(size, folder):
 
 
 def time_function(facts_dir, hosts):
+    cpu = time.process_time()
     start = time.perf_counter()
     plan = fleet_plan.plan_fleet(hosts, facts_dir, "mixed", SHARING, "default")
     names = [name for name, _vars in hosts]
@@ -87,12 +88,16 @@ def time_function(facts_dir, hosts):
         groups.setdefault(name.split("-")[0], []).append(name)
     fleet_views.enrich(plan, names, fleet_views.pools(names, groups, "gpu_nodes"), "5%", True)
     fleet_report.render(plan)
-    return time.perf_counter() - start, plan
+    return time.perf_counter() - start, plan, time.process_time() - cpu
 
 
 def time_playbook(facts_dir, inventory, report, *extra):
-    """(seconds, peak resident memory in MB of the ansible-playbook process tree's largest process)."""
+    """(seconds, peak resident memory in MB of the largest process, CPU seconds of the run).
+
+    On a shared machine the CPU seconds are what the run would take alone on one core, near enough
+    (the planner is one process; ansible-playbook's forks are idle here)."""
     playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     command = [playbook, "-i", inventory, "playbooks/plan_fleet.yml",
                "-e", "gpuops_fleet_facts_dir=%s" % facts_dir, "-e", "gpuops_fleet_report_dir=%s" % report]
@@ -103,7 +108,9 @@ def time_playbook(facts_dir, inventory, report, *extra):
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit("plan_fleet.yml failed:\n%s" % proc.stdout[-3000:])
-    return elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return elapsed, after.ru_maxrss / 1024.0, cpu
 
 
 def time_page(page, profile, port=9339):
@@ -168,7 +175,7 @@ def main():
         try:
             facts_dir, inventory, hosts = generate(size, folder)
             func = min(time_function(facts_dir, hosts)[0] for _run in range(args.runs))
-            _t, plan = time_function(facts_dir, hosts)
+            _t, plan, func_cpu = time_function(facts_dir, hosts)
             assert plan["valid"], plan["errors"][:3]
             gpus = plan["summary"]["gpus"]
             del plan
@@ -176,18 +183,20 @@ def main():
             for run in range(args.runs):
                 report = os.path.join(folder, "report%d" % run)
                 runs.append(time_playbook(facts_dir, inventory, report))
-            book, memory = min(r[0] for r in runs), max(r[1] for r in runs)
+            book, memory, book_cpu = min(r[0] for r in runs), max(r[1] for r in runs), min(r[2] for r in runs)
             previous = os.path.join(folder, "previous.json")
             shutil.copy(os.path.join(folder, "report0", "plan.json"), previous)
-            again = min(time_playbook(facts_dir, inventory, os.path.join(folder, "again%d" % run),
-                                      "gpuops_fleet_previous_plan=%s" % previous)[0] for run in range(args.runs))
+            again = [time_playbook(facts_dir, inventory, os.path.join(folder, "again%d" % run),
+                                   "gpuops_fleet_previous_plan=%s" % previous) for run in range(args.runs)]
+            again, again_cpu = min(r[0] for r in again), min(r[2] for r in again)
             page = os.path.join(folder, "report0", "index.html")
             perf = {} if args.no_browser else time_page(page, os.path.join(folder, "profile"))
-            row = (size, gpus, func, book, memory, again, os.path.getsize(page) / 1e6,
+            row = (size, gpus, func, func_cpu, book, book_cpu, memory, again, again_cpu, os.path.getsize(page) / 1e6,
                    os.path.getsize(os.path.join(folder, "report0", "plan.json")) / 1e6,
                    perf.get("parsed-ms", "-"), perf.get("fcp-ms", "-"), perf.get("ready-ms", "-"),
                    perf.get("bench-filter-max-ms", "-"), perf.get("bench-sort-max-ms", "-"))
-            print("| %d | %d | %.2f s | %.2f s | %.0f MB | %.2f s | %.2f MB | %.1f MB | %s ms | %s ms | %s ms | %s ms | %s ms |" % row)
+            print("| %d | %d | %.2f s (%.1f s CPU) | %.2f s (%.1f s CPU) | %.0f MB | %.2f s (%.1f s CPU) | %.2f MB | %.1f MB "
+                  "| %s ms | %s ms | %s ms | %s ms | %s ms |" % row)
             sys.stdout.flush()
         finally:
             shutil.rmtree(folder)
