@@ -105,18 +105,51 @@ def check_gpus(facts):
 # Driver
 # ---------------------------------------------------------------------------
 
+def setting_errors(settings):
+    """``[(variable, message)]`` for the driver settings of one host that no plan can use.
+
+    The branch is checked whether or not a version is pinned: a bad one is a
+    mistake either way, and the node layer refuses it too.
+    """
+    state = str(settings["nvidia_driver_state"] or "present")
+    version = str(settings["nvidia_driver_version"] or "")
+    branch = str(settings["nvidia_driver_branch"] or "")
+    wanted = str(settings["nvidia_driver_fabricmanager"]).lower()
+    errors = []
+    if state not in DRIVER_STATES:
+        errors.append(("nvidia_driver_state", "nvidia_driver_state %r is not one of %s"
+                       % (state, ", ".join(DRIVER_STATES))))
+    if version and not VERSION_RE.match(version):
+        errors.append(("nvidia_driver_version", "nvidia_driver_version %r is not a driver version: set the full "
+                       "version, such as \"570.172.08\"" % version))
+    if not BRANCH_RE.match(branch):
+        errors.append(("nvidia_driver_branch", "nvidia_driver_branch %r is not a driver branch: set the major "
+                       "version only, such as \"570\"" % branch))
+    if wanted not in FABRICMANAGER_CHOICES:
+        errors.append(("nvidia_driver_fabricmanager", "nvidia_driver_fabricmanager %r is not one of %s"
+                       % (wanted, ", ".join(FABRICMANAGER_CHOICES))))
+    return errors
+
+
+def check_settings(hosts):
+    """The settings problems of every host, before anything is planned or written.
+
+    ``hosts``: ``[(name, hostvars mapping)]``. Returns ``[(variable, message, [host, ...])]``, one entry per
+    distinct problem with its hosts in inventory order.
+    """
+    grouped = {}
+    for name, hostvars in hosts:
+        for variable, message in setting_errors(host_settings(hostvars, name)):
+            grouped.setdefault((variable, message), []).append(name)
+    return [(variable, message, names) for (variable, message), names in grouped.items()]
+
+
 def plan_driver(settings, facts):
     """Wanted against installed and loaded: the action, and whether the node reboots."""
     state = str(settings["nvidia_driver_state"] or "present")
     version = str(settings["nvidia_driver_version"] or "")
     branch = str(settings["nvidia_driver_branch"] or "")
-    errors = []
-    if state not in DRIVER_STATES:
-        errors.append("nvidia_driver_state %r is not one of %s" % (state, ", ".join(DRIVER_STATES)))
-    if version and not VERSION_RE.match(version):
-        errors.append("nvidia_driver_version %r is not a driver version such as 570.172.08" % version)
-    if not version and not BRANCH_RE.match(branch):
-        errors.append("nvidia_driver_branch %r is not a driver branch such as 570" % branch)
+    errors = [message for variable, message in setting_errors(settings) if variable != "nvidia_driver_fabricmanager"]
     installed = facts.get("driver_version") if facts and facts.get("present") else None
     loaded = facts.get("kernel_module_version") if facts and facts.get("present") else None
     out = {"state": state, "wanted": version or ("branch %s" % branch), "installed": installed,
@@ -178,7 +211,8 @@ def plan_fabric(settings, facts):
     warnings = []
     if wanted not in FABRICMANAGER_CHOICES:
         return ({"nvswitches": switches, "fabric_manager": None, "fabric_states": states},
-                ["nvidia_driver_fabricmanager %r is not one of %s" % (wanted, ", ".join(FABRICMANAGER_CHOICES))], [])
+                [message for variable, message in setting_errors(settings) if variable == "nvidia_driver_fabricmanager"],
+                [])
     needed = bool(switches) if wanted == "auto" else wanted == "true"
     if switches and wanted == "false":
         warnings.append("%d NVSwitch(es) but nvidia_driver_fabricmanager is false: the NVLink fabric will not "
@@ -342,7 +376,8 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
     seen_nodes = {}
     for name, hostvars in hosts:
         settings = host_settings(hostvars, name)
-        path = settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name)
+        # Normalised: inventories/demo/../../tests/x.json reads as tests/x.json in every message.
+        path = os.path.normpath(settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name))
         host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
                          keep)
         other = seen_nodes.setdefault(host["node"], name)

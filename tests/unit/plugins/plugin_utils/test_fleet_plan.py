@@ -85,6 +85,28 @@ def test_driver_plan_rejects_bad_settings(settings, word):
     assert out["action"] == "invalid" and len(errors) == 1 and word in errors[0]
 
 
+@pytest.mark.parametrize("version", ["", "570.172.08"])
+def test_the_branch_is_checked_whether_or_not_a_version_is_pinned(version):
+    settings = dict(fp.DEFAULTS, nvidia_driver_branch="R570", nvidia_driver_version=version)
+    assert fp.setting_errors(settings) == [
+        ("nvidia_driver_branch", "nvidia_driver_branch 'R570' is not a driver branch: set the major version only, "
+                                 "such as \"570\"")]
+    out, errors = fp.plan_driver(settings, fixture("l40s"))
+    assert out["action"] == "invalid" and len(errors) == 1
+    bad = fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", version, "R570")
+    assert bad["failed"] and "set the major version only" in bad["msg"]
+
+
+def test_settings_problems_are_grouped_by_variable_and_message_over_hosts():
+    good = {"nvidia_driver_branch": "570"}
+    bad = {"nvidia_driver_branch": "R570", "nvidia_driver_version": "570.172.08"}
+    hosts = [("a", bad), ("b", good), ("c", bad), ("d", dict(bad, nvidia_driver_fabricmanager="maybe"))]
+    problems = fp.check_settings(hosts)
+    assert [(v, h) for v, _m, h in problems] == [("nvidia_driver_branch", ["a", "c", "d"]),
+                                                 ("nvidia_driver_fabricmanager", ["d"])]
+    assert fp.check_settings([("b", good), ("e", {})]) == []
+
+
 def test_planner_defaults_are_the_roles_defaults():
     found = {}
     for role in ("nvidia_driver", "mig"):
@@ -227,8 +249,9 @@ def test_replay_driver_filter_has_the_module_result_shape():
     assert out["actions"] and "upgrade" in out["actions"][0]
     same = fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.172.08")
     assert same["actions"] == [] and not same["reboot_required"] and same["services"] == ["nvidia-persistenced"]
-    with pytest.raises(AnsibleFilterError, match="nvidia_driver_version"):
-        fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.x")
+    # Bad settings give a failed result that the role reports as it is, not an exception from inside set_fact.
+    bad = fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.x")
+    assert bad["failed"] and "nvidia_driver_version '570.x' is not a driver version" in bad["msg"]
     with pytest.raises(AnsibleFilterError, match="replayed"):
         fleet_filter.nvidia_driver_replay_plan({"present": True}, "present")
 
