@@ -386,17 +386,25 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
             host["valid"] = False
         planned[name] = host
     return {"version": PLAN_VERSION, "mig_strategy": mig_strategy, "hosts": planned,
-            "summary": summarize(planned),
+            "summary": summarize(planned, mig_strategy),
             "errors": ["%s: %s" % (n, "; ".join(h["errors"])) for n, h in planned.items() if not h["valid"]],
             "valid": all(h["valid"] for h in planned.values())}
 
 
-def summarize(hosts):
-    """Fleet totals of the per-host plans."""
+def _strategy_refuses(mig, strategy):
+    """True when a valid MIG layout cannot be advertised under the fleet's MIG strategy."""
+    entry = ((mig or {}).get("k8s_resources") or {}).get(strategy) if strategy else None
+    return isinstance(entry, dict) and entry.get("valid") is False
+
+
+def summarize(hosts, mig_strategy=None):
+    """Fleet totals of the per-host plans. With ``mig_strategy``, a layout that strategy cannot advertise
+    counts as an invalid MIG layout, as its host is invalid."""
     out = {"hosts": len(hosts), "hosts_valid": 0, "hosts_invalid": [], "gpus": 0, "gpus_by_model": {},
            "driver_versions": {}, "gpus_by_model_and_driver": {}, "driver_changes": [], "reboot": [],
            "invalid_mig": [], "mig_changes": [], "unhealthy_gpus": 0, "health": {"ok": 0, "warning": 0, "critical": 0},
-           "unhealthy_nodes": [], "fabric_manager": [], "capacity": {}, "capacity_by_model": {}, "dra_nodes": []}
+           "unhealthy_nodes": [], "fabric_manager": [], "capacity": {}, "capacity_by_model": {}, "dra_nodes": [],
+           "shared": {}, "no_capacity": []}
     for name, host in hosts.items():
         if host["valid"]:
             out["hosts_valid"] += 1
@@ -415,7 +423,7 @@ def summarize(hosts):
             if driver["reboot_required"]:
                 out["reboot"].append(name)
         mig = host["mig"]
-        if mig is not None and mig["config"] and not mig["valid"]:
+        if mig is not None and mig["config"] and (not mig["valid"] or _strategy_refuses(mig, mig_strategy)):
             out["invalid_mig"].append(name)
         elif mig is not None and mig["changed"]:
             out["mig_changes"].append(name)
@@ -428,7 +436,16 @@ def summarize(hosts):
         if host["fabric"] and host["fabric"]["fabric_manager"]:
             out["fabric_manager"].append(name)
         cap = host["capacity"]
+        if host["present"] and not cap:
+            out["no_capacity"].append(name)
         if cap:
+            # Time-slicing and MPS replicas: nvidia.com/gpu counts them, not GPUs.
+            for resource, entry in (cap.get("shared") or {}).items():
+                total = out["shared"].setdefault(resource, {"devices": 0, "replicas": 0, "mode": entry["mode"]})
+                if total["mode"] != entry["mode"]:
+                    total["mode"] = "time-slicing and MPS"
+                total["devices"] += entry["devices"]
+                total["replicas"] += entry["replicas"]
             if cap.get("dra"):
                 out["dra_nodes"].append(name)
             _add(out["capacity"], cap["resources"])

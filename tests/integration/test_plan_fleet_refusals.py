@@ -84,3 +84,28 @@ def test_the_demo_plans_with_normalised_paths(repo_root, site):
     plan = json.loads((out / "fleet" / "plan.json").read_text())
     files = [h["facts_file"] for h in plan["hosts"].values()]
     assert files and all("/../" not in f and f.endswith(".json") for f in files), files
+
+
+def test_the_summary_explains_replicas(repo_root, site):
+    proc, _out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    text = " ".join(proc.stdout.split())
+    assert "45 GPUs" in text and "nvidia.com/gpu: 48" in text
+    assert "nvidia.com/gpu counts 16 time-slicing replicas of 4 GPUs" in text
+    assert "planned: 10 of 10 hosts" in text
+
+
+def test_the_summary_agrees_with_the_hosts_that_cannot_be_planned(repo_root, tmp_path):
+    """The example's half-MIG layout under the single strategy: the summary and the error say the same."""
+    proc = subprocess.run(
+        [PLAYBOOK, "-i", "inventories/example/hosts.yml", "-i", "inventories/example-offline.yml", "playbooks/plan_fleet.yml",
+         "-e", "gpuops_fleet_report_dir=%s" % tmp_path, "-e", "gpuops_k8s_mig_strategy=single"],
+        cwd=str(repo_root), capture_output=True, text=True, check=False, timeout=300,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    text = " ".join(proc.stdout.split())
+    h100 = ", ".join("hgx-h100-%02d.gpu.example.com" % i for i in range(1, 5))
+    assert "planned: 6 of 10 hosts; cannot be planned: 4 (%s)" % h100 in text
+    assert "invalid MIG layouts: %s;" % h100 in text and "invalid MIG layouts: none" not in text
+    assert "4 host(s) cannot be planned" in text
+    assert "set gpuops_k8s_mig_strategy: mixed" in text

@@ -197,7 +197,18 @@ def test_the_strategy_decides_whether_a_layout_can_be_advertised(tmp_path):
     hosts = {"dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"})}
     single = plan(tmp_path, hosts, mig_strategy="single")
     assert not single["valid"] and "Kubernetes capacity" in single["hosts"]["dgx"]["errors"][0]
+    # The error names the variable to change, not only the node and the strategy.
+    assert "set gpuops_k8s_mig_strategy: mixed" in single["hosts"]["dgx"]["errors"][0]
     assert plan(tmp_path, hosts, mig_strategy="mixed")["valid"]
+
+
+def test_half_mig_under_the_single_strategy_names_the_variable_to_change(tmp_path):
+    half = {"version": "v1", "mig-configs": {"half": [
+        {"devices": [0, 1, 2, 3], "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "1g.10gb": 4}},
+        {"devices": [4, 5, 6, 7], "mig-enabled": False}]}}
+    out = plan(tmp_path, {"h": ("hgx-h100", {"mig_config": half, "mig_config_name": "half"})}, mig_strategy="single")
+    (error,) = out["hosts"]["h"]["errors"]
+    assert "4 of 8 are not" in error and "set gpuops_k8s_mig_strategy: mixed" in error, error
 
 
 def test_hosts_with_the_same_gpus_but_another_mig_state_get_their_own_plan(tmp_path):
@@ -262,3 +273,23 @@ def test_driver_plan_compares_versions_part_by_part_as_numbers(wanted, action):
     out, errors = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version=wanted), fixture("hgx-h100"))
     assert errors == [] and out["installed"] == "570.172.08"
     assert out["action"] == action
+
+
+def test_the_summary_explains_time_slicing_replicas(tmp_path):
+    out = plan(tmp_path, {"l1": ("l40s", {"gpu_nodes_device_plugin_config": "ts4"}),
+                          "l2": ("l40s", {"gpu_nodes_device_plugin_config": "ts4"}),
+                          "h": ("hgx-h100", {})},
+               mig_strategy="single", sharing_configs=TS4, default_config="default")
+    s = out["summary"]
+    assert s["gpus"] == 10 and s["capacity"] == {"nvidia.com/gpu": 8 + 2 * 4}
+    assert s["shared"] == {"nvidia.com/gpu": {"devices": 2, "replicas": 8, "mode": "time-slicing"}}
+    assert s["no_capacity"] == []
+
+
+def test_a_layout_the_strategy_cannot_advertise_is_an_invalid_mig_layout_in_the_summary(tmp_path):
+    hosts = {"dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"}), "l": ("l40s", {})}
+    s = plan(tmp_path, hosts, mig_strategy="single")["summary"]
+    assert s["hosts_invalid"] == ["dgx"] and s["invalid_mig"] == ["dgx"] and s["mig_changes"] == []
+    assert s["no_capacity"] == ["dgx"]
+    s = plan(tmp_path, hosts, mig_strategy="mixed")["summary"]
+    assert s["hosts_invalid"] == [] and s["invalid_mig"] == [] and s["mig_changes"] == ["dgx"]
