@@ -20,7 +20,7 @@ description:
     current host (and of the hosts in O(hosts)) whose name starts with a role's prefix C(<role>_), or with
     C(gpuops_), and that the role's C(meta/argument_specs.yml) (for C(gpuops_*), the collection's
     C(meta/variables.yml) or any role's argument specs) does not define. The message names each variable once,
-    with its hosts grouped (C(4 hosts: a, b, c, d)), the inventory files that set it (C(group_vars) and
+    with its hosts grouped on one line, the inventory files that set it (C(group_vars) and
     C(host_vars) beside the inventory or the playbook) and the closest known variable; for a variable that was renamed or moved to another role (the
     C(renamed) table of C(meta/variables.yml)), the variable to set instead.
   - A name belongs to the role with the longest matching prefix, so C(gpu_nodes_group) is gpu_nodes' and never
