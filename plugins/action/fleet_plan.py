@@ -82,7 +82,7 @@ class ActionModule(ActionBase):
             plan = fleet_plan.plan_fleet([(n, hostvars[n]) for n in names], args["facts_dir"], args["mig_strategy"],
                                          args["sharing_configs"], args["default_config"], args["labels"], nodes)
         except fleet_plan.FleetPlanError as exc:
-            raise AnsibleActionFail(to_text(exc))
+            raise AnsibleActionFail(to_text(exc)) from None
 
         report_dir = os.path.abspath(args["report_dir"])
         try:

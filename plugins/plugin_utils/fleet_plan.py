@@ -259,8 +259,11 @@ class _MigPlanner(object):
         try:
             key, entries = self._entries(settings)
         except mig_config.MigConfigError as exc:
-            return {"config": name, "valid": False, "errors": ["invalid MIG config: %s" % p for p in exc.problems],
-                    "changed": False, "gpus": [], "k8s_resources": None}
+            # Name the variable to change: the config's name, or the document.
+            document = "mig_config_file %s" % settings["mig_config_file"] if settings["mig_config_file"] else "mig_config"
+            return {"config": name, "valid": False, "changed": False, "gpus": [], "k8s_resources": None,
+                    "errors": ["invalid MIG config (%s): %s" % ("mig_config_name %r" % name if "is not in mig-configs" in p
+                                                                else document, p) for p in exc.problems]}
         gpus = [{"index": g.get("index"), "pci": g.get("pci"), "name": g.get("name"), "mig": g.get("mig")}
                 for g in facts.get("gpus") or []]
         memo = json.dumps([key, name, facts.get("present"), facts.get("reason"), gpus], sort_keys=True, default=str)
@@ -367,9 +370,10 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
     try:
         sharing = capacity.gpu_sharing_configs(sharing_configs or [], mig_strategy)
     except AnsibleFilterError as exc:
-        raise FleetPlanError("the sharing configs cannot be used: %s" % exc)
+        raise FleetPlanError("gpu_sharing_configs (of the first k8s_control host) cannot be used: %s" % exc)
     if default_config and default_config not in sharing:
-        raise FleetPlanError("the default device-plugin config %r is not one of the sharing configs (%s)"
+        raise FleetPlanError("the default device-plugin config %r (gpu_sharing_default_config of the first k8s_control "
+                             "host) is not one of gpu_sharing_configs (%s)"
                              % (default_config, ", ".join(sorted(sharing)) or "none"))
     mig = _MigPlanner(_read_yaml)
     planned = {}

@@ -190,6 +190,7 @@ def test_invalid_mig_layout_names_the_host_and_the_gpu(tmp_path):
     assert out["summary"]["invalid_mig"] == ["a", "b"]
     assert any("GPU 0" in e for e in h["a"]["errors"])
     assert "not in mig-configs" in h["b"]["errors"][0]
+    assert h["b"]["errors"][0].startswith("invalid MIG config (mig_config_name 'nope'): ")
     assert h["c"]["valid"] and h["c"]["capacity"]["resources"] == {"nvidia.com/gpu": 56}   # single strategy
 
 
@@ -234,9 +235,10 @@ def test_unknown_sharing_config_and_duplicate_node_names_fail_the_host(tmp_path)
 
 
 def test_bad_shared_settings_stop_the_whole_plan(tmp_path):
-    with pytest.raises(fp.FleetPlanError, match="replicas"):
+    # Each names the variable to change, not only the key.
+    with pytest.raises(fp.FleetPlanError, match="^gpu_sharing_configs .*replicas"):
         fp.plan_fleet([], str(tmp_path), sharing_configs=[{"name": "x", "mode": "time-slicing", "replicas": 0}])
-    with pytest.raises(fp.FleetPlanError, match="default device-plugin config"):
+    with pytest.raises(fp.FleetPlanError, match="default device-plugin config 'ts9' .gpu_sharing_default_config"):
         fp.plan_fleet([], str(tmp_path), sharing_configs=TS4, default_config="ts9")
 
 
@@ -293,3 +295,10 @@ def test_a_layout_the_strategy_cannot_advertise_is_an_invalid_mig_layout_in_the_
     assert s["no_capacity"] == ["dgx"]
     s = plan(tmp_path, hosts, mig_strategy="mixed")["summary"]
     assert s["hosts_invalid"] == [] and s["invalid_mig"] == [] and s["mig_changes"] == ["dgx"]
+
+
+def test_a_bad_mig_document_names_the_variable_that_holds_it(tmp_path):
+    bad = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": "yes"}]}}
+    out = plan(tmp_path, {"a": ("dgx-a100", {"mig_config": bad, "mig_config_name": "x"})})
+    (error,) = out["hosts"]["a"]["errors"]
+    assert error.startswith("invalid MIG config (mig_config): ") and "'mig-enabled' is required" in error
