@@ -9,8 +9,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Property tests are the same on every run, on a laptop and in CI alike: the examples
+# come from a hash of the test (derandomize), not from a seed, and no saved failures
+# of an earlier run are replayed (database=None), so no seed can turn a run red. A
+# failure prints its reproduction blob. ``pytest --hypothesis-profile=explore`` draws
+# fresh random examples to look for new bugs; a bug found that way gets an @example.
+settings.register_profile("gpuops", derandomize=True, database=None, print_blob=True, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("gpuops")
 SHARED = Path(os.environ.get("GPUOPS_SHARED_DIR", ROOT.parent / "shared"))
 FIXTURES = ROOT / "tests" / "fixtures"
 

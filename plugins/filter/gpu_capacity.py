@@ -29,10 +29,11 @@ from collections.abc import Mapping, Sequence
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.profiles import (
+    MIG_RESOURCE_PREFIX as MIG_PREFIX, mig_resource_name)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 GPU = "nvidia.com/gpu"
-MIG_PREFIX = "nvidia.com/mig-"
 MIG_STRATEGIES = ("none", "single", "mixed")
 # The variable to change when a layout needs the mixed strategy.
 MIXED_HINT = "set gpuops_k8s_mig_strategy: mixed (the Kubernetes layer's MIG strategy, e.g. in group_vars/all)"
@@ -286,7 +287,7 @@ def _base_resources(node, strategy):
                 "node %s: the single MIG strategy needs every GPU MIG-enabled with one profile, found %s; "
                 "%s, or give the node one MIG profile on every GPU" % (name, ", ".join(found), MIXED_HINT))
         return {GPU: sum(profiles.values())}, True
-    counts = dict((MIG_PREFIX + p, n) for p, n in profiles.items())
+    counts = dict((mig_resource_name(p), n) for p, n in profiles.items())
     if full:
         counts[GPU] = full
     return counts, True

@@ -87,6 +87,11 @@ options:
   mirror_gpgkey:
     description:
       - ASCII-armored signing key of the mirror, as an absolute path on the node or an C(http(s)://) URL.
+      - A key URL is downloaded once, before any file is written; a URL that cannot be reached fails the run with
+        nothing changed.
+      - In check mode a key URL is not downloaded. Like M(ansible.builtin.get_url), a C(HEAD) request checks that it
+        can be reached; if it can, the plan lists the download (C(changed=true)), if not, the check fails with
+        C(changed=false).
       - Required on RHEL, Rocky and AlmaLinux unless O(mirror_trusted) is set.
     type: str
   mirror_trusted:
@@ -368,7 +373,8 @@ def main():
     try:
         result = converger.execute()
     except DriverError as exc:
-        module.fail_json(msg=str(exc), actions=converger.actions, changed=converger.changed)
+        # Check mode changed nothing, whatever it had planned before the failure.
+        module.fail_json(msg=str(exc), actions=converger.actions, changed=converger.changed and not module.check_mode)
     for warning in result["warnings_list"]:
         module.warn(warning)
     if not module._diff:

@@ -102,6 +102,8 @@ notes:
   - As mig-parted does, a GPU without MIG is skipped (with a note in RV(plan.notes)) when C(devices) is
     C(all) or the entry disables MIG; an entry that enables MIG on it by index is an error. An entry that
     selects no GPU is noted in RV(plan.notes); a config that selects no GPU at all is also a warning.
+  - A config that enables MIG on a node where no GPU supports MIG (an L40S-only node, say) is valid, as for
+    mig-parted, but is a warning and sets RV(plan.mig_unsupported), since the node keeps its whole GPUs.
   - Profile names follow mig-parted, with the attributes C(+me), C(+me.all), C(-me) and C(+gfx)
     (for example C(1g.24gb+gfx)); at most one C(+me) or C(+me.all) instance fits on a GPU.
   - Compute instance sub-profiles (for example C(1c.3g.40gb)) are not managed; every GPU instance gets one
@@ -174,6 +176,10 @@ plan:
           C(devices) C(all), or an entry whose C(device-filter) matches no GPU on the node.
       type: list
       elements: str
+    mig_unsupported:
+      description:
+        - Whether the config enables MIG on a node where no GPU supports MIG; RV(plan.warnings) then says so.
+      type: bool
     gpus:
       description:
         - Per GPU, C(index), C(name), C(device_id), C(family) (the MIG rules used), C(rules) (C(nvml) or C(table)),

@@ -271,7 +271,7 @@ class _MigPlanner(object):
             result = mig_plan.plan(facts, entries, name, offline=True)
             self._plans[memo] = {
                 "config": name, "valid": result["valid"], "errors": result["errors"],
-                "warnings": result["warnings"], "changed": result["changed"],
+                "warnings": result["warnings"], "mig_unsupported": result["mig_unsupported"], "changed": result["changed"],
                 "gpus": [{"index": gp["index"], "name": gp["name"], "changed": gp["changed"],
                           "before": mig_plan.describe(gp, "before"), "after": mig_plan.describe(gp, "after")}
                          for gp in result["gpus"]],
@@ -406,7 +406,8 @@ def summarize(hosts, mig_strategy=None):
     counts as an invalid MIG layout, as its host is invalid."""
     out = {"hosts": len(hosts), "hosts_valid": 0, "hosts_invalid": [], "gpus": 0, "gpus_by_model": {},
            "driver_versions": {}, "gpus_by_model_and_driver": {}, "driver_changes": [], "reboot": [],
-           "invalid_mig": [], "mig_changes": [], "unhealthy_gpus": 0, "health": {"ok": 0, "warning": 0, "critical": 0},
+           "invalid_mig": [], "mig_changes": [], "mig_unsupported": [], "unhealthy_gpus": 0,
+           "health": {"ok": 0, "warning": 0, "critical": 0},
            "unhealthy_nodes": [], "fabric_manager": [], "capacity": {}, "capacity_by_model": {}, "dra_nodes": [],
            "shared": {}, "no_capacity": []}
     for name, host in hosts.items():
@@ -431,6 +432,8 @@ def summarize(hosts, mig_strategy=None):
             out["invalid_mig"].append(name)
         elif mig is not None and mig["changed"]:
             out["mig_changes"].append(name)
+        if mig is not None and mig.get("mig_unsupported"):
+            out["mig_unsupported"].append(name)
         health = host["health"]
         if health is not None:
             out["health"][health["status"]] += 1

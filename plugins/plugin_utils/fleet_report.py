@@ -239,7 +239,8 @@ def render(plan, title="GPU fleet plan"):
     ]
     lists = []
     for label, key in (("Invalid plans", "hosts_invalid"), ("Nodes to reboot", "reboot"),
-                       ("Invalid MIG layouts", "invalid_mig"), ("Unhealthy nodes", "unhealthy_nodes")):
+                       ("Invalid MIG layouts", "invalid_mig"), ("Unhealthy nodes", "unhealthy_nodes"),
+                       ("MIG asked of nodes where no GPU can do MIG", "mig_unsupported")):
         if s[key]:
             lists.append("<p><b>%s:</b> %s</p>" % (_e(label), _e(", ".join(s[key]))))
     capacity_rows = "".join('<tr><td>%s</td><td data-capacity="%s">%d</td></tr>' % (_e(k), _e(k), v)

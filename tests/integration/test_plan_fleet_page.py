@@ -40,6 +40,7 @@ def test_demo_fleet_is_planned_from_the_fixtures(demo):
                                   "NVIDIA L40S": 4}
     assert s["reboot"] == ["hgx-h100-0%d" % i for i in range(1, 5)]     # the pool moving to 570.195.03
     assert s["mig_changes"] == ["dgx-a100-01"] and s["invalid_mig"] == []
+    assert s["mig_unsupported"] == [] and "MIG asked of nodes where no GPU can do MIG: none" in proc.stdout
     assert s["capacity"] == {"nvidia.com/gpu": 48, "nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 8,
                              "nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.18gb": 7}
     assert all(h["facts_file"].endswith(".json") and "/tests/fixtures/nvml/" in h["facts_file"]

@@ -205,15 +205,15 @@ def lookup(container, path):
     return node
 
 
-def inherited_runtime(runtimes, default_name, runtime_name, skip_nvidia_default=False):
+def inherited_runtime(runtimes, default_name, runtime_name):
     """The runtime whose settings the NVIDIA runtime inherits: the default one, then runc, crun.
 
-    With ``skip_nvidia_default`` (containerd, like nvidia-ctk's ``engine.GetLowLevelRuntimes``),
-    a default whose name starts with ``nvidia`` (``nvidia-cdi``, ``nvidia-legacy``) is no
-    low-level runtime to copy.
+    Like nvidia-ctk's ``engine.GetLowLevelRuntimes``, used by its containerd and
+    CRI-O engines alike, a default whose name starts with ``nvidia``
+    (``nvidia-cdi``, ``nvidia-legacy``) is no low-level runtime to copy.
     """
     candidates = [default_name] if default_name and default_name != runtime_name \
-        and not (skip_nvidia_default and str(default_name).startswith("nvidia")) else []
+        and not str(default_name).startswith("nvidia") else []
     candidates.extend(LOW_LEVEL_RUNTIMES)
     for name in candidates:
         if isinstance((runtimes or {}).get(name), dict):

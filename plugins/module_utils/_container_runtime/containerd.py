@@ -235,7 +235,7 @@ def _configure_cri(doc, version, effective_cri, opts):
         # Read again: a table split across the file is a view that does not see what was added.
         runtimes = lookup(doc, runtimes_path)
     default_name = lookup(effective_cri, ["containerd", "default_runtime_name"])
-    source_name = inherited_runtime(effective_runtimes, default_name, opts.runtime_name, skip_nvidia_default=True)
+    source_name = inherited_runtime(effective_runtimes, default_name, opts.runtime_name)
     source = effective_runtimes.get(source_name) if source_name else {}
     source_options = source.get("options") if isinstance(source.get("options"), dict) else {}
 

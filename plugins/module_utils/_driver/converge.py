@@ -320,10 +320,13 @@ class Converger(object):
             return True
         changed = False
         if repo.get("key_path"):
-            source = repo["key_source"]
-            # A key URL is fetched once; a rotated key is a new mirror_gpgkey value or file.
-            if not (source.startswith(("http://", "https://")) and self._read(repo["key_path"]) is not None):
-                changed |= self.ensure_file(repo["key_path"], self._key or self.key_text(source))
+            if self._key is not None:  # read or downloaded by mirror_key(), before anything was written
+                changed |= self.ensure_file(repo["key_path"], self._key)
+            elif self._read(repo["key_path"]) is None:  # check mode: a key URL is not downloaded
+                path = repo["key_path"]
+                self._check_writable(path, os.path.realpath(self._p(path)))
+                self.changed = changed = True
+                self.actions.append("download the mirror key %s to %s" % (repo["key_source"], path))
         if repo["kind"] == "apt":
             # Credentials live apart from the world-readable list; none set removes our old entry.
             changed |= self.ensure_file(repo["auth_path"], repo["auth_content"], mode=0o600, secret=True)
@@ -336,25 +339,60 @@ class Converger(object):
                 "instead" % repo["repo_url"])
         return changed
 
-    def download(self, url):
+    def fetch(self, url, method="GET"):
+        """The response to ``url``; a DriverError holding fetch_url's reason unless it answers 200."""
         from ansible.module_utils.urls import fetch_url  # only needed on this path
-        response, info = fetch_url(self.module, url, timeout=60)
+        response, info = fetch_url(self.module, url, method=method, timeout=60)
         if info.get("status") != 200:
-            raise DriverError("cannot download %s: %s" % (url, info.get("msg")))
+            raise DriverError(info.get("msg") or "HTTP status %s" % info.get("status"))
+        return response
+
+    def download(self, url):
+        try:
+            response = self.fetch(url)
+        except DriverError as exc:
+            raise DriverError("cannot download %s: %s" % (url, exc))
         fd, path = tempfile.mkstemp(suffix=os.path.basename(url))
         with os.fdopen(fd, "wb") as handle:
             handle.write(response.read())
         return path
 
+    def mirror_key(self, source, key_path):
+        """The mirror key's text, read before anything is written; None where it is not read.
+
+        A key URL is fetched once: with ``key_path`` there it is not fetched again (a
+        rotated key is a new mirror_gpgkey value). Check mode downloads nothing: like
+        ansible.builtin.get_url it only asks for the URL's headers (HEAD), so a key that
+        cannot be reached fails the check, with nothing changed, and one that can is
+        planned as a download.
+        """
+        if not source.startswith(("http://", "https://")):
+            return self.key_text(source)
+        if self._read(key_path) is not None:
+            return None
+        if self.check:
+            self._reach_key(source, "HEAD")
+            return None
+        return self.key_text(source)
+
+    def _reach_key(self, source, method):
+        try:
+            return self.fetch(source, method)
+        except DriverError as exc:
+            raise DriverError(
+                "mirror_gpgkey %s cannot be reached (%s%s): check the URL and the node's network path to it "
+                "(a proxy is taken from https_proxy/http_proxy), or give the key as a file on the node; nothing "
+                "was changed" % (source, exc,
+                                 "; check mode asked for its headers only, it downloads nothing" if self.check else ""))
+
     def key_text(self, source):
         """A mirror key given as a path on the node or an http(s) URL, ASCII armored."""
         if source.startswith(("http://", "https://")):
-            path = self.download(source)
-            try:
-                with open(path, "rb") as handle:
-                    text = handle.read().decode("utf-8", "surrogateescape")
-            finally:
-                os.unlink(path)
+            data = self._reach_key(source, "GET").read(MAX_FILE_SIZE + 1)
+            if len(data) > MAX_FILE_SIZE:
+                raise DriverError("mirror_gpgkey %s is more than %d bytes, which is no key: check the URL"
+                                  % (source, MAX_FILE_SIZE))
+            text = data.decode("utf-8", "surrogateescape")
         else:
             try:
                 text = self._read(source[len("file://"):] if source.startswith("file://") else source)
@@ -402,10 +440,9 @@ class Converger(object):
             if params.get(key):
                 self._check_input_file(key, params[key], "create and enroll the MOK key first (mokutil --import), "
                                                          "then point %s at it" % key)
-        key = spec["mirror_gpgkey"]
-        signed_deb_mirror = spec["source"] == "mirror" and spec["family"] == "deb" and not spec["mirror_trusted"]
-        if signed_deb_mirror and key and not key.startswith(("http://", "https://")):
-            self._key = self.key_text(key)  # a bad local key fails here, before any file is written
+        repo = pk.repository(spec) if spec["state"] != "absent" else None
+        if repo and repo.get("key_path"):  # a bad or unreachable key fails here, before any file is written
+            self._key = self.mirror_key(repo["key_source"], repo["key_path"])
         fabric = params.get("fabricmanager")
         if fabric in (None, "auto"):
             fabric = bool(host["nvswitches"]) or bool(params.get("nvswitch_count"))

@@ -154,11 +154,6 @@ def plan_gpu(gpu, entry, family, config_name, offline, notes=None):
     return plan, problems
 
 
-def mig_resource_name(profile):
-    """The device plugin's mixed-strategy resource: "mig-" + profile, "+" made "." (1g.10gb+me -> mig-1g.10gb.me)."""
-    return "nvidia.com/mig-%s" % profile.replace("+", ".")
-
-
 def k8s_resources(gpu_plans):
     """What the node exposes to Kubernetes under each MIG strategy of the device plugin."""
     mixed = {}
@@ -173,7 +168,7 @@ def k8s_resources(gpu_plans):
             if not after["instances"]:
                 empty.append(gp["index"])
             for inst in after["instances"]:
-                key = mig_resource_name(inst["profile"])
+                key = mig_profiles.mig_resource_name(inst["profile"])
                 mixed[key] = mixed.get(key, 0) + 1
                 profiles.add(inst["profile"])
                 single_count += 1
@@ -202,7 +197,8 @@ def plan(facts, entries, config_name, rules_for=table_rules, offline=True):
 
     Returns a dict with ``valid``, ``errors`` (every problem, each naming the config,
     entry, GPU index, model and profile), ``warnings``, ``notes`` (GPUs skipped
-    because they lack MIG, entries that select no GPU), ``gpus`` (per-GPU plans),
+    because they lack MIG, entries that select no GPU), ``mig_unsupported`` (MIG asked
+    of a node where no GPU can do it, also a warning), ``gpus`` (per-GPU plans),
     ``changed``, ``reboot_required`` (unknown until apply; False here) and ``k8s_resources``.
     """
     errors, warnings, notes, gpu_plans = [], [], [], []
@@ -245,16 +241,39 @@ def plan(facts, entries, config_name, rules_for=table_rules, offline=True):
         warnings.append("config '%s' selects no GPU on this node (device ids: %s); nothing would change"
                         % (config_name, ", ".join(sorted(set(str((g.get("pci") or {}).get("device_id"))
                                                              for g in gpus)))))
+    mig_unsupported = _mig_unsupported(gpus, [e for e in entries if e.position in used], config_name)
+    if mig_unsupported:
+        warnings.append(mig_unsupported)
     return {
         "config": config_name,
         "valid": not errors,
         "errors": errors,
         "warnings": warnings,
         "notes": notes,
+        "mig_unsupported": bool(mig_unsupported),
         "gpus": gpu_plans,
         "changed": not errors and any(gp["changed"] for gp in gpu_plans),
         "k8s_resources": k8s_resources(gpu_plans),
     }
+
+
+def _mig_unsupported(gpus, chosen, config_name):
+    """The warning for a config that enables MIG on a node where no GPU can do MIG; None otherwise.
+
+    mig-parted skips each such GPU (a note per GPU), which is right for a mixed node,
+    but a node where every GPU is skipped keeps whole GPUs while its config asks for MIG.
+    """
+    asking = [e.position for e in chosen if e.mig_enabled]
+    if not gpus or not asking or any((g.get("mig") or {}).get("supported") for g in gpus):
+        return None
+    models = {}
+    for gpu in gpus:
+        models[gpu.get("name") or "unknown"] = models.get(gpu.get("name") or "unknown", 0) + 1
+    entries = ", ".join(str(p) for p in asking)
+    found = ", ".join("%s x%d" % item for item in sorted(models.items()))
+    return ("config '%s' asks for MIG (entry %s) but no GPU on this node supports MIG (%s): mig-parted skips such "
+            "GPUs, so the node keeps its whole GPUs; give it a config without MIG (mig-enabled: false) or check "
+            "which config this node gets" % (config_name, entries, found))
 
 
 def describe(gpu_plan, side):

@@ -45,6 +45,20 @@ NEGATIVE_ATTRIBUTES = ("me",)
 MEDIA_ATTRIBUTES = ("me", "me.all")
 
 
+# The device plugin's resource for a MIG device under the mixed strategy.
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def mig_resource_name(profile):
+    """The resource the NVIDIA device plugin advertises for ``profile`` under the mixed MIG strategy.
+
+    As k8s-device-plugin's ``AddDefaultResourcesToConfig`` (internal/rm/rm.go) names it:
+    ``strings.ReplaceAll("mig-" + profile, "+", ".")`` under ``nvidia.com/``, so 1g.10gb+me is
+    nvidia.com/mig-1g.10gb.me, 1g.24gb+gfx nvidia.com/mig-1g.24gb.gfx, and 1g.23gb-me keeps its "-".
+    """
+    return (MIG_RESOURCE_PREFIX + profile).replace("+", ".")
+
+
 def parse_profile_name(name):
     """(slices, gb, attributes, negative attributes) of a GPU instance profile name.
 

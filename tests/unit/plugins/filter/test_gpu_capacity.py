@@ -68,6 +68,42 @@ def test_mig_mixed_from_facts_counts_profiles_and_full_gpus():
         "nvidia.com/gpu": 1, "nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-2g.20gb": 1, "nvidia.com/mig-1g.10gb": 2}
 
 
+# The device plugin's mixed strategy (k8s-device-plugin internal/rm/rm.go, AddDefaultResourcesToConfig):
+# strings.ReplaceAll("mig-"+profile.String(), "+", "."), under the nvidia.com/ prefix; go-nvlib writes the
+# attributes after "+" (+me, +me.all, +gfx) and the negative ones after "-" (-me).
+DEVICE_PLUGIN_NAMES = {
+    "1g.10gb": "nvidia.com/mig-1g.10gb",
+    "1g.10gb+me": "nvidia.com/mig-1g.10gb.me",
+    "1g.23gb+me.all": "nvidia.com/mig-1g.23gb.me.all",
+    "1g.23gb-me": "nvidia.com/mig-1g.23gb-me",
+    "1g.24gb+gfx": "nvidia.com/mig-1g.24gb.gfx",
+}
+
+
+def _with_profiles(*profiles):
+    data = facts("h100-mig-mixed")
+    gpu = dict(data["gpus"][0])
+    gpu["mig"] = dict(gpu["mig"], devices=[dict(gpu["mig"]["devices"][0], profile=p) for p in profiles])
+    data["gpus"] = [gpu]
+    return data
+
+
+@pytest.mark.parametrize("profile", sorted(DEVICE_PLUGIN_NAMES))
+def test_mig_resource_names_from_facts_follow_the_device_plugin(profile):
+    cap = f.gpu_capacity([{"name": "m", "host": "m", "nvidia": _with_profiles(profile)}], mig_strategy="mixed")
+    assert cap["nodes"]["m"]["resources"] == {DEVICE_PLUGIN_NAMES[profile]: 1}
+
+
+def test_mig_resource_names_from_facts_and_from_a_plan_agree():
+    from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
+    profiles = sorted(DEVICE_PLUGIN_NAMES)
+    from_facts = f.gpu_capacity([{"name": "m", "host": "m", "nvidia": _with_profiles(*profiles)}],
+                                mig_strategy="mixed")["nodes"]["m"]["resources"]
+    planned = mig_plan.k8s_resources([{"index": 0, "after": {"mig": "enabled", "instances": [
+        {"profile": p, "start": None} for p in profiles]}}])["mixed"]["resources"]
+    assert from_facts == planned == dict((name, 1) for name in DEVICE_PLUGIN_NAMES.values())
+
+
 def test_mig_single_with_mixed_profiles_is_refused():
     with pytest.raises(AnsibleFilterError, match="node m: the single MIG strategy needs every GPU MIG-enabled with one profile"):
         f.gpu_capacity([node("m", "h100-mig-mixed")], mig_strategy="single")

@@ -164,6 +164,6 @@ def test_inherited_runtime_order_and_nvidia_default():
     assert inherited_runtime(runtimes, "nvidia", "nvidia") == "runc"  # never itself
     assert inherited_runtime({"crun": {}}, None, "nvidia") == "crun"
     assert inherited_runtime({"runc": "not a table"}, None, "nvidia") is None
-    # CRI-O copies an nvidia-named default; containerd, like nvidia-ctk, skips it.
-    assert inherited_runtime(runtimes, "nvidia-cdi", "nvidia") == "nvidia-cdi"
-    assert inherited_runtime(runtimes, "nvidia-cdi", "nvidia", skip_nvidia_default=True) == "runc"
+    # Like nvidia-ctk, for containerd and CRI-O alike: an nvidia-named default is skipped.
+    assert inherited_runtime(runtimes, "nvidia-cdi", "nvidia") == "runc"
+    assert inherited_runtime({"crun": {}, "nvidia-legacy": {}}, "nvidia-legacy", "gpu") == "crun"

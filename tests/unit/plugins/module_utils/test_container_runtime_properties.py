@@ -3,8 +3,10 @@ import json
 import os
 import tempfile
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import plan_containerd
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.crio import plan_crio
@@ -23,15 +25,27 @@ scalars = st.one_of(
     st.lists(st.text(alphabet="abc/._-", max_size=8), max_size=3),
 )
 flat_tables = st.dictionaries(keys, scalars, max_size=5)
+# A runtime as containerd reads it: ``options`` is a table (containerd refuses any other value,
+# and so does plan_containerd), the other keys are free.
+runtime_tables = st.builds(
+    lambda values, options: dict(values, **options),
+    st.dictionaries(keys.filter(lambda key: key != "options"), scalars, max_size=5),
+    st.fixed_dictionaries({}, optional={"options": flat_tables}))
 comments = st.lists(st.text(alphabet="abcdefghij #.,-", max_size=30), max_size=3)
 
 
 def split_table(header, values):
-    """``[header]`` with flat ``values``, as text to append after the other tables of a config."""
+    """``[header]`` with ``values``, as text to append after the other tables of a config;
+    a table among them follows as ``[header.key]``."""
     body = tomlkit.document()
     for key, value in values.items():
-        body[key] = value
-    return "\n[%s]\n%s" % (header, tomlkit.dumps(body))
+        if not isinstance(value, dict):
+            body[key] = value
+    text = "\n[%s]\n%s" % (header, tomlkit.dumps(body))
+    for key, value in values.items():
+        if isinstance(value, dict):
+            text += split_table("%s.%s" % (header, key), value)
+    return text
 
 
 def containerd_text(version, runc_options, top_level, other_plugins, other_runtimes, cri_settings, notes,
@@ -87,6 +101,14 @@ def containerd_text(version, runc_options, top_level, other_plugins, other_runti
     return text
 
 
+def test_generated_runtimes_are_ones_containerd_accepts():
+    """containerd decodes a runtime's ``options`` into a table and refuses a config where it is
+    anything else, as plan_containerd does; the generator must not make such a config."""
+    with pytest.raises(NoSuchExample):
+        find(runtime_tables, lambda table: "options" in table and not isinstance(table["options"], dict),
+             settings=settings(max_examples=2000, derandomize=True, database=None))
+
+
 def strip_nvidia(data, cri):
     data = json.loads(json.dumps(data))
     section = data["plugins"][cri]
@@ -108,7 +130,7 @@ def write(path, text):
        runc_options=st.dictionaries(st.sampled_from(["SystemdCgroup", "NoPivotRoot", "Root", "IoUid", "ShimCgroup"]),
                                     scalars, max_size=4),
        top_level=flat_tables, other_plugins=st.dictionaries(keys, flat_tables, max_size=3),
-       other_runtimes=st.dictionaries(keys, flat_tables, max_size=2), cri_settings=flat_tables,
+       other_runtimes=st.dictionaries(keys, runtime_tables, max_size=2), cri_settings=flat_tables,
        notes=comments, mode=st.sampled_from(["in_place", "drop_in"]),
        set_as_default=st.booleans(), enable_cdi=st.booleans(),
        split=st.sets(st.sampled_from(["runtimes", "runc_options"])))

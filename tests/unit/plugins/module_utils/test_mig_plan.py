@@ -3,6 +3,7 @@ import pytest
 
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as C
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as PL
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.profiles import mig_resource_name
 from mig_helpers import config, facts, gpu, mig_device
 
 
@@ -72,6 +73,32 @@ def test_mig_on_unsupported_gpu_and_unknown_device_offline():
     # disabling MIG needs no rules and is a no-op on a GPU without MIG
     result = run(node, config(mig_enabled=False))
     assert result["valid"] and not result["changed"]
+
+
+L40S = dict(device_id="0x26B510DE", name="NVIDIA L40S", supported=False)
+NO_MIG_WARNING = ("config 'test' asks for MIG (entry 1) but no GPU on this node supports MIG (NVIDIA L40S x2): "
+                  "mig-parted skips such GPUs, so the node keeps its whole GPUs; give it a config without MIG "
+                  "(mig-enabled: false) or check which config this node gets")
+
+
+def test_mig_asked_of_a_node_where_no_gpu_can_do_mig_is_a_warning():
+    node = facts(gpu(0, **L40S), gpu(1, **L40S))
+    result = run(node, config(mig_enabled=True, mig_devices={"1g.10gb": 7}))
+    assert result["valid"] and not result["changed"]  # mig-parted's rule: skipped, not an error
+    assert result["warnings"] == [NO_MIG_WARNING]
+    assert result["mig_unsupported"] is True
+    assert len(result["notes"]) == 2
+
+
+@pytest.mark.parametrize("node, document", [
+    (facts(gpu(0, **L40S), gpu(1, **L40S)), config(mig_enabled=False)),           # MIG not asked for
+    (facts(gpu(0, **L40S), gpu(1)), config(mig_enabled=True, mig_devices={"1g.10gb": 7})),  # the H100 can
+    (facts(gpu(0, **L40S)), {"version": "v1", "mig-configs": {"test": [              # no entry selects the L40S
+        {"device-filter": "0x233010DE", "devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}}),
+])
+def test_no_mig_warning_where_mig_is_not_asked_of_a_node_without_it(node, document):
+    result = run(node, document)
+    assert NO_MIG_WARNING not in result["warnings"] and result["mig_unsupported"] is False
 
 
 def test_enable_from_disabled_plans_mode_reset_and_creates():
@@ -184,4 +211,4 @@ def test_mixed_resource_names_follow_the_device_plugin_for_attribute_profiles():
     assert result["valid"], result["errors"]
     assert result["k8s_resources"]["mixed"]["resources"] == {
         "nvidia.com/mig-1g.24gb.me.all": 1, "nvidia.com/mig-1g.24gb.gfx": 1, "nvidia.com/mig-1g.24gb-me": 2}
-    assert PL.mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+    assert mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_container_runtime as module_under_test
+from container_runtime_helpers import load_toml
 from support.module_args import ExitJson, FailJson, patch_module_args
 
 pytestmark = pytest.mark.usefixtures("module_exits")
@@ -208,6 +209,23 @@ class TestOtherEngines:
             in drop_in.read_text()
         assert result["diff"][0]["after"] == drop_in.read_text()
         assert ok(dict(runtime="crio", config_path=str(config), set_as_default=True))["changed"] is False
+
+    def test_crio_skips_an_nvidia_default_when_choosing_what_to_copy(self, tmp_path):
+        # nvidia-ctk's CRI-O engine (engine.GetLowLevelRuntimes) ignores a default named nvidia*:
+        # the NVIDIA runtime takes runc's settings, not those of another NVIDIA runtime.
+        config = tmp_path / "etc/crio/crio.conf"
+        config.parent.mkdir(parents=True)
+        config.write_text('[crio.runtime]\ndefault_runtime = "nvidia-legacy"\n'
+                          '[crio.runtime.runtimes.nvidia-legacy]\n'
+                          'runtime_path = "/usr/bin/nvidia-container-runtime.legacy"\n'
+                          'runtime_root = "/run/nvidia-legacy"\nmonitor_env = ["NVIDIA_LEGACY=1"]\n'
+                          '[crio.runtime.runtimes.runc]\nruntime_path = "/usr/libexec/crio/runc"\n'
+                          'runtime_root = "/run/runc"\nmonitor_env = ["PATH=/usr/sbin:/usr/bin"]\n')
+        ok(dict(runtime="crio", config_path=str(config)))
+        drop_in = load_toml((tmp_path / "etc/crio/crio.conf.d/99-nvidia.toml").read_text())
+        assert drop_in["crio"]["runtime"]["runtimes"] == {"nvidia": {
+            "runtime_path": NVIDIA_BIN, "runtime_type": "oci",
+            "runtime_root": "/run/runc", "monitor_env": ["PATH=/usr/sbin:/usr/bin"]}}
 
     def test_docker(self, tmp_path):
         config = tmp_path / "daemon.json"

@@ -314,3 +314,80 @@ def test_preflight_reports_a_missing_disk_path_and_survives_hostile_files(node, 
     assert result["distro"]["pretty_name"] == "Deb\ufffdan" and result["os_supported"]
     assert result["loaded_version"] is None
     assert snapshot(node.root) == before
+
+
+KEY_URL = "https://mirror.example/nvidia/debian12/x86_64/D42D0685.pub"
+KEYRING = "etc/apt/keyrings/gpuops-nvidia-mirror.asc"
+
+
+class FakeFetch(object):
+    """ansible.module_utils.urls.fetch_url for one key URL: (response, info) as the real one returns them.
+
+    An unreachable host gives no response and status -1 with urllib's reason, as fetch_url does for a URLError.
+    """
+
+    def __init__(self, reachable, body=KEY):
+        self.reachable, self.body, self.calls = reachable, body, []
+
+    def __call__(self, module, url, method=None, timeout=10, **kwargs):
+        self.calls.append((method or "GET", url))
+        if not self.reachable:
+            return None, {"url": url, "status": -1,
+                          "msg": "Request failed: <urlopen error [Errno -2] Name or service not known>"}
+        body = self.body if (method or "GET") == "GET" else ""
+        return _Response(body), {"url": url, "status": 200, "msg": "OK (%d bytes)" % len(body)}
+
+
+class _Response(object):
+    def __init__(self, body):
+        self._body = body.encode()
+
+    def read(self, amt=None):
+        return self._body if amt is None else self._body[:amt]
+
+
+@pytest.fixture
+def fetch(monkeypatch):
+    def install(reachable):
+        from ansible.module_utils import urls
+        fake = FakeFetch(reachable)
+        monkeypatch.setattr(urls, "fetch_url", fake)
+        return fake
+    return install
+
+
+def test_check_mode_with_an_unreachable_key_url_fails_without_a_change_or_a_download(node, apt, capsys, fetch):
+    fake = fetch(reachable=False)
+    result, raw = assert_refused(node, apt, capsys, dict(MIRROR, mirror_gpgkey=KEY_URL, _ansible_check_mode=True),
+                                 "mirror_gpgkey", "cannot be reached")
+    assert result["changed"] is False
+    assert KEY_URL in result["msg"] and "Name or service not known" in result["msg"]
+    assert [m for m, dummy in fake.calls if m != "HEAD"] == []  # like get_url in check mode: a HEAD, no download
+
+
+def test_check_mode_with_a_reachable_key_url_predicts_the_key_without_downloading_it(node, apt, capsys, fetch):
+    fake = fetch(reachable=True)
+    before = snapshot(node.root)
+    rc, result, raw = run_module(nvidia_driver.main, dict(MIRROR, mirror_gpgkey=KEY_URL, _ansible_check_mode=True,
+                                                          _ansible_diff=True), capsys)
+    assert rc == 0 and not result.get("failed"), result
+    assert result["changed"] is True
+    assert "download the mirror key %s to /%s" % (KEY_URL, KEYRING) in result["plan"]
+    assert fake.calls == [("HEAD", KEY_URL)]
+    assert snapshot(node.root) == before
+
+
+def test_apply_with_an_unreachable_key_url_fails_before_anything_is_written(node, apt, capsys, fetch):
+    fetch(reachable=False)
+    node.write("etc/modprobe.d/gpuops-blacklist-nouveau.conf", "# an old file the run would rewrite\n")
+    assert_refused(node, apt, capsys, dict(MIRROR, mirror_gpgkey=KEY_URL), "mirror_gpgkey", "cannot be reached")
+
+
+def test_apply_downloads_a_key_url_once(node, apt, capsys, fetch):
+    fake = fetch(reachable=True)
+    rc, result, raw = run_module(nvidia_driver.main, dict(MIRROR, mirror_gpgkey=KEY_URL), capsys)
+    assert rc == 0, result
+    assert node.read("/" + KEYRING) == KEY
+    assert fake.calls == [("GET", KEY_URL)]
+    rc, result, raw = run_module(nvidia_driver.main, dict(MIRROR, mirror_gpgkey=KEY_URL), capsys)
+    assert rc == 0 and fake.calls == [("GET", KEY_URL)]  # the key is there: not fetched again

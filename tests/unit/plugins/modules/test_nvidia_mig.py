@@ -88,14 +88,24 @@ def test_invalid_layout_fails_with_every_problem(fixtures_dir):
     assert "nothing was changed" in result["msg"]
 
 
-def test_mig_on_l40s_is_skipped_with_a_note_for_devices_all(fixtures_dir):
-    # mig-parted skips a GPU without MIG that "devices: all" selects
-    result = run({"config": ALL_1G, "config_name": "mixed",
-                  "facts_file": str(fixtures_dir / "nvml" / "l40s.json")}, check=True)
+def test_mig_on_l40s_is_skipped_with_a_note_for_devices_all_and_a_warning(fixtures_dir):
+    from unittest import mock
+    from ansible.module_utils import basic
+
+    # mig-parted skips a GPU without MIG that "devices: all" selects; a node where no GPU
+    # can do MIG, asked for MIG devices, is warned about
+    with mock.patch.object(basic.AnsibleModule, "warn") as warn:
+        result = run({"config": ALL_1G, "config_name": "mixed",
+                      "facts_file": str(fixtures_dir / "nvml" / "l40s.json")}, check=True)
     assert result["changed"] is False and result["plan"]["valid"] is True
     assert result["plan"]["notes"] == ["config 'mixed' entry 1, GPU 0 (NVIDIA L40S, unknown MIG family): "
                                        "skipped, the GPU does not support MIG"]
     assert result["plan"]["gpus"][0]["after"]["mig"] is None
+    assert result["plan"]["warnings"] == [
+        "config 'mixed' asks for MIG (entry 1) but no GPU on this node supports MIG (NVIDIA L40S x1): mig-parted "
+        "skips such GPUs, so the node keeps its whole GPUs; give it a config without MIG (mig-enabled: false) or "
+        "check which config this node gets"]
+    assert [c.args[0] for c in warn.call_args_list] == result["plan"]["warnings"]
 
 
 def test_mig_on_l40s_by_index_is_refused(fixtures_dir):

@@ -194,6 +194,19 @@ def test_invalid_mig_layout_names_the_host_and_the_gpu(tmp_path):
     assert h["c"]["valid"] and h["c"]["capacity"]["resources"] == {"nvidia.com/gpu": 56}   # single strategy
 
 
+def test_mig_asked_of_a_node_without_mig_is_a_warning_and_in_the_summary(tmp_path):
+    out = plan(tmp_path, {"l40s": ("l40s", {"mig_config": MIG, "mig_config_name": "all-1g.10gb"}),
+                          "l40s-off": ("l40s", {"mig_config": MIG, "mig_config_name": "all-disabled"}),
+                          "dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-1g.10gb"})})
+    assert out["valid"]
+    assert out["summary"]["mig_unsupported"] == ["l40s"]
+    assert [w for w in out["hosts"]["l40s"]["warnings"] if "no GPU on this node supports MIG" in w] == [
+        "config 'all-1g.10gb' asks for MIG (entry 1) but no GPU on this node supports MIG (NVIDIA L40S x1): "
+        "mig-parted skips such GPUs, so the node keeps its whole GPUs; give it a config without MIG "
+        "(mig-enabled: false) or check which config this node gets"]
+    assert not any("supports MIG" in w for w in out["hosts"]["l40s-off"]["warnings"] + out["hosts"]["dgx"]["warnings"])
+
+
 def test_the_strategy_decides_whether_a_layout_can_be_advertised(tmp_path):
     hosts = {"dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"})}
     single = plan(tmp_path, hosts, mig_strategy="single")

@@ -77,3 +77,15 @@ def test_summary_cards_and_rows_match_the_plan(tmp_path):
 def test_an_empty_fleet_renders(tmp_path):
     page = fleet_report.render(fleet_plan.plan_fleet([], str(tmp_path)))
     assert "nothing to show" in page and str(NVML) not in page
+
+
+def test_mig_asked_of_nodes_without_mig_is_on_the_page(tmp_path):
+    from test_fleet_plan import MIG
+    write(tmp_path, "l40s", fixture("l40s"))
+    write(tmp_path, "hgx", fixture("hgx-h100"))
+    plan = fleet_plan.plan_fleet([("l40s", {"mig_config": MIG, "mig_config_name": "all-1g.10gb"}),
+                                  ("hgx", {"mig_config": MIG, "mig_config_name": "all-disabled"})], str(tmp_path))
+    page = fleet_report.render(plan)
+    assert "<p><b>MIG asked of nodes where no GPU can do MIG:</b> l40s</p>" in page
+    detail = page[page.index('<details data-detail="l40s">'):]
+    assert "asks for MIG (entry 1) but no GPU on this node supports MIG" in detail[:detail.index("</details>")]
