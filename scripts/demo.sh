@@ -32,7 +32,11 @@ print("driver:     %d node(s) change, %d reboot (%s)" % (
     len(s["driver_changes"]), len(s["reboot"]), ", ".join(s["reboot"]) or "none"))
 print("MIG:        %d node(s) change, invalid layouts: %s" % (len(s["mig_changes"]), ", ".join(s["invalid_mig"]) or "none"))
 print("health:     %d unhealthy GPU(s); invalid plans: %s" % (s["unhealthy_gpus"], ", ".join(s["hosts_invalid"]) or "none"))
-print("capacity:   %s" % ", ".join("%s %d" % kv for kv in sorted(s["capacity"].items())))
+shared = s.get("shared") or {}
+print("capacity:   %s" % ", ".join("%s %d%s" % (r, n, " (%d of them %s replicas of %d %s)" % (
+    shared[r]["replicas"], shared[r]["mode"], shared[r]["devices"], "GPUs" if r.startswith("nvidia.com/gpu") else "devices")
+    if r in shared else "")
+    for r, n in sorted(s["capacity"].items())))
 print("kubernetes: %s" % render)
 print("page:       %s" % os.path.join(fleet, "index.html"))
 PY

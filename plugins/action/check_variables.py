@@ -32,6 +32,8 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
+
 GLOBAL_PREFIX = "gpuops_"
 # This file is <collection>/plugins/action/check_variables.py.
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -119,24 +121,36 @@ def unknown_variables(names, catalog, roles=None, check_globals=True):
     return problems
 
 
-def format_problems(problems_by_host, renamed=None):
-    """One line per unknown variable; ``renamed`` ({old: new}) names the new variable of a renamed one."""
+def format_problems(problems_by_host, renamed=None, sources=None):
+    """One line per unknown variable and hint, its hosts grouped; ``renamed`` ({old: new}) names the new
+    variable of a renamed one, ``sources`` ({name: [file, ...]}) the inventory files that set it."""
     renamed = renamed or {}
-    lines = []
+    sources = sources or {}
+    grouped = {}
     for host, problems in problems_by_host:
         for name, role, close, known in problems:
-            where = "platform-wide (meta/variables.yml)" if role == "gpuops" else "role %s" % role
-            if name in renamed:
-                hint = "it was renamed: set %s instead" % renamed[name]
-            else:
-                hint = "did you mean %s?" % close if close else "known: %s" % ", ".join(known)
-            lines.append("%s (host %s): no such variable in %s, so it would be ignored; %s" % (name, host, where, hint))
+            key = (name, role, close, tuple(known))
+            if key not in grouped:
+                grouped[key] = []
+            if host not in grouped[key]:
+                grouped[key].append(host)
+    lines = []
+    for (name, role, close, known), hosts in grouped.items():
+        where = "platform-wide (meta/variables.yml)" if role == "gpuops" else "role %s" % role
+        if name in renamed:
+            hint = "it was renamed: set %s instead" % renamed[name]
+        else:
+            hint = "did you mean %s?" % close if close else "known: %s" % ", ".join(known)
+        files = sources.get(name) or []
+        origin = "; set in %s" % ", ".join(files) if files else ""
+        lines.append("%s (%s%s): no such variable in %s, so it would be ignored; %s" % (
+            name, hosts_phrase(hosts), origin, where, hint))
     return lines
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("roles", "hosts", "globals"))
+    _VALID_ARGS = frozenset(("roles", "hosts", "globals", "host_globals"))
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
@@ -146,6 +160,7 @@ class ActionModule(ActionBase):
             roles=dict(type="list", elements="str"),
             hosts=dict(type="list", elements="str", default=[]),
             globals=dict(type="bool", default=True),
+            host_globals=dict(type="bool", default=False),
         ))
         catalog = load_catalog()
         if args["roles"] is not None:
@@ -157,25 +172,36 @@ class ActionModule(ActionBase):
         manager = getattr(hostvars, "_variable_manager", None)
         current = to_text(task_vars.get("inventory_hostname") or "localhost")
 
-        found, checked = [], 0
+        found, checked, where = [], 0, []
         targets = [(current, task_vars, args["globals"])]
         for host in args["hosts"]:
             if host != current and host in hostvars:
-                # Other hosts: their role variables only; their gpuops_* are checked where they run.
-                targets.append((host, hostvars[host], False))
+                # Other hosts: their role variables; their gpuops_* too with host_globals (hosts that never run
+                # a play of their own, as in plan_fleet.yml), else they are checked where they run.
+                targets.append((host, hostvars[host], args["globals"] and args["host_globals"]))
         for host, variables, check_globals in targets:
             names = set(variables) - _set_by_tasks(manager, host)
             checked += len(names)
             problems = unknown_variables(names, catalog, args["roles"], check_globals)
             if problems:
                 found.append((host, problems))
-        result.update(changed=False, checked=checked, unknown=[p[0] for host, ps in found for p in ps])
+                where.append(variables)
+        result.update(changed=False, checked=checked, unknown=_unique(p[0] for host, ps in found for p in ps))
         if found:
-            lines = format_problems(found, catalog["renamed"])
-            result.update(failed=True, msg="Unknown variables (a typo is never read): " + " | ".join(lines))
+            sources = variable_sources(result["unknown"], where)
+            lines = format_problems(found, catalog["renamed"], sources)
+            result.update(failed=True, msg="Unknown variables (a typo is never read):\n" + "\n".join(lines))
         else:
             result["msg"] = "No unknown variables among %d checked" % checked
         return result
+
+
+def _unique(items):
+    out = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
 
 
 def _set_by_tasks(manager, host):

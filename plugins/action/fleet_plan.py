@@ -18,6 +18,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema, fleet_views
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
 ARGS = {
     "facts_dir": {"type": "path"},
@@ -108,12 +109,20 @@ class ActionModule(ActionBase):
         elif not os.path.isdir(args["facts_dir"]):
             raise AnsibleActionFail("facts_dir %s is not a directory: give the folder of recorded nvml_facts "
                                     "outputs, one <inventory_hostname>.json per host" % args["facts_dir"])
+        # Every host's settings before anything is planned or written: a run that is refused writes nothing.
+        problems = fleet_plan.check_settings([(n, hostvars[n]) for n in names])
+        if problems:
+            lines = []
+            for variable, message, hosts in problems:
+                files = variable_sources([variable], [hostvars[n] for n in hosts]).get(variable)
+                lines.append("%s (%s%s)" % (message, hosts_phrase(hosts), "; set in %s" % ", ".join(files) if files else ""))
+            raise AnsibleActionFail("Nothing was planned or written:\n" + "\n".join(lines))
         nodes = {} if args["return_facts"] else None
         try:
             plan = fleet_plan.plan_fleet([(n, hostvars[n]) for n in names], args["facts_dir"], args["mig_strategy"],
                                          args["sharing_configs"], args["default_config"], args["labels"], nodes)
         except fleet_plan.FleetPlanError as exc:
-            raise AnsibleActionFail(to_text(exc))
+            raise AnsibleActionFail(to_text(exc)) from None
 
         report_dir = os.path.abspath(args["report_dir"])
         plan_file = os.path.join(report_dir, "plan.json")

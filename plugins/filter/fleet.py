@@ -28,12 +28,14 @@ def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", 
         raise AnsibleFilterError("nvidia_driver_replay_plan needs the replayed ansible_facts.nvidia (with gpus)")
     settings = dict(fleet_plan.DEFAULTS, nvidia_driver_state=state, nvidia_driver_version=version or "",
                     nvidia_driver_branch=str(branch or ""), nvidia_driver_fabricmanager=str(fabricmanager).lower())
+    errors = fleet_plan.setting_errors(settings)
+    if errors:
+        # A result that failed, like the module's, so the role reports the message itself (a filter that
+        # raised would come wrapped in ansible-core's "Finalization of task args ... failed").
+        return {"failed": True, "changed": False, "replayed": True, "reboot_required": False, "reboot_reasons": [],
+                "msg": "; ".join(message for variable, message in errors)}
     driver, errors = fleet_plan.plan_driver(settings, facts)
-    if errors:
-        raise AnsibleFilterError("; ".join(errors))
     fabric, errors, warnings = fleet_plan.plan_fabric(settings, facts)
-    if errors:
-        raise AnsibleFilterError("; ".join(errors))
     actions = []
     if driver["action"] != "none":
         actions.append("%s the driver (%s): %s" % (driver["action"], driver["wanted"], "; ".join(driver["reasons"])))

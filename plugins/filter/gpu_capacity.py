@@ -35,6 +35,8 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import fil
 
 GPU = "nvidia.com/gpu"
 MIG_STRATEGIES = ("none", "single", "mixed")
+# The variable to change when a layout needs the mixed strategy.
+MIXED_HINT = "set gpuops_k8s_mig_strategy: mixed (the Kubernetes layer's MIG strategy, e.g. in group_vars/all)"
 SHARING_MODES = ("none", "time-slicing", "mps")
 # The GPU Operator runs its device plugin on a node unless this label is "false".
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
@@ -244,8 +246,10 @@ def _planned_counts(name, strategy, entry):
         raise AnsibleFilterError("node %s: mig_k8s_resources.%s must be a mapping" % (name, strategy))
     if "resources" in entry or "valid" in entry:
         if entry.get("valid") is False:
-            raise AnsibleFilterError("node %s: the MIG layout cannot be used with the %s strategy: %s"
-                                     % (name, strategy, entry.get("reason") or "invalid"))
+            raise AnsibleFilterError("node %s: the MIG layout cannot be used with the %s strategy: %s%s"
+                                     % (name, strategy, entry.get("reason") or "invalid",
+                                        "; %s, or change the node's MIG layout (mig_config_name)" % MIXED_HINT
+                                        if strategy == "single" and entry.get("reason") else ""))
         entry = entry.get("resources") or {}
     return dict((to_text(k), _int(v, "node %s: mig_k8s_resources.%s.%s" % (name, strategy, k)))
                 for k, v in entry.items())
@@ -281,7 +285,7 @@ def _base_resources(node, strategy):
             found += ["%d x %s" % (n, p) for p, n in sorted(profiles.items())]
             raise AnsibleFilterError(
                 "node %s: the single MIG strategy needs every GPU MIG-enabled with one profile, found %s; "
-                "use the mixed strategy or one MIG profile per node" % (name, ", ".join(found)))
+                "%s, or give the node one MIG profile on every GPU" % (name, ", ".join(found), MIXED_HINT))
         return {GPU: sum(profiles.values())}, True
     counts = dict((mig_resource_name(p), n) for p, n in profiles.items())
     if full:
@@ -390,6 +394,9 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
         base, mig = _base_resources(node, mig_strategy)
         config = to_text(node.get("config") or default_config or "")
         resources = dict(base)
+        # {advertised resource: {devices, replicas, mode}}: what sharing multiplied, so a count of
+        # nvidia.com/gpu above the GPUs of the node can be explained.
+        shared = {}
         if config:
             if config not in sharing:
                 raise AnsibleFilterError("node %s selects device-plugin config %r, which is not defined (defined: %s)"
@@ -406,6 +413,9 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
                 # renameByDefault advertises <resource>.shared; the plugin has no other rename.
                 new = res["name"] + SHARED_SUFFIX if cfg["rename_by_default"] else res["name"]
                 resources[new] = resources.get(new, 0) + count * res["replicas"]
+                entry = shared.setdefault(new, {"devices": 0, "replicas": 0, "mode": cfg["mode"]})
+                entry["devices"] += count
+                entry["replicas"] += count * res["replicas"]
         out["nodes"][name] = {
             "host": to_text(node.get("host") or name),
             "product": product,
@@ -413,6 +423,7 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
             "mig": mig,
             "config": config or None,
             "resources": resources,
+            "shared": shared,
             "dra": False,
             "driver": _driver(facts),
         }

@@ -89,13 +89,25 @@ def _reasons_text(reasons):
     return text
 
 
+def _why_not_judged(facts):
+    """Why a node without GPU health is not judged, and what to set when that is not what was meant."""
+    if not isinstance(facts, Mapping):
+        return ("no NVIDIA GPU facts for this host in this run (nvml_facts did not run or did not reach it; with "
+                "gpu_health_gather false, ansible_facts.nvidia from an earlier play or the fact cache is used): not judged")
+    reason = to_text(facts.get("reason") or "NVML reports none")
+    if facts.get("source") == "replay":
+        return "no NVIDIA GPU in its recorded facts (%s): not judged" % reason
+    return ("no NVIDIA GPU found on the host (%s): not judged; to judge the node from its recorded facts "
+            "instead, set gpu_health_replay_file" % reason)
+
+
 def _plan_node(entry, node, opts, render):
     name = entry["name"]
     status, reasons = _node_health(entry)
     plan = {"name": name, "host": entry.get("host", name), "status": status, "reasons": reasons,
             "changes": [], "changed": False, "patch": {}, "in_cluster": node is not None or render}
     if status is None:
-        plan["skipped"] = "no NVIDIA GPU facts: not judged, left alone"
+        plan["skipped"] = _why_not_judged(entry.get("nvidia"))
         return plan
     if node is None and not render:
         plan["skipped"] = "not a Kubernetes node (set gpu_health_node_name on the host to its node name)"

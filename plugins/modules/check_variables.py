@@ -19,8 +19,9 @@ description:
     C(gpu_sharing_configs)) is never read and never reported. This action fails on every variable of the
     current host (and of the hosts in O(hosts)) whose name starts with a role's prefix C(<role>_), or with
     C(gpuops_), and that the role's C(meta/argument_specs.yml) (for C(gpuops_*), the collection's
-    C(meta/variables.yml) or any role's argument specs) does not define. The message names each variable, the
-    host and the closest known variable; for a variable that was renamed or moved to another role (the
+    C(meta/variables.yml) or any role's argument specs) does not define. The message names each variable once,
+    with its hosts grouped on one line, the inventory files that set it (C(group_vars) and
+    C(host_vars) beside the inventory or the playbook) and the closest known variable; for a variable that was renamed or moved to another role (the
     C(renamed) table of C(meta/variables.yml)), the variable to set instead.
   - A name belongs to the role with the longest matching prefix, so C(gpu_nodes_group) is gpu_nodes' and never
     another role's whose name is a shorter prefix.
@@ -48,6 +49,12 @@ options:
       - Check C(gpuops_*) variables of the current host as well.
     type: bool
     default: true
+  host_globals:
+    description:
+      - With O(globals), check the C(gpuops_*) variables of the hosts named in O(hosts) too, for hosts that run
+        no play of their own where they would be checked (the fleet planner reads them on the controller).
+    type: bool
+    default: false
 extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller, gpuops.platform.attributes.read_only]
 notes:
   - The check reads the roles' files once per run; it costs no round trip to the host.

@@ -68,6 +68,12 @@ options:
     description: C(reservedMemory), a list of C({numaNode, limits}) (needed by the Static memory policy).
     type: list
     elements: dict
+  online_cpus:
+    description:
+      - The CPUs online on the node, a CPU list such as C(0-63), instead of reading C(/sys/devices/system/cpu/online)
+        of the machine the module runs on; for a plan made on another machine from a recorded kubelet config.
+        An empty string means unknown, and O(reserved_system_cpus) is then not checked against the node's CPUs.
+    type: str
 extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.converge]
 attributes:
   check_mode:
@@ -170,6 +176,7 @@ def main():
             topology_manager_scope=dict(type="str", choices=list(core.TOPOLOGY_SCOPES)),
             memory_manager_policy=dict(type="str", choices=list(core.MEMORY_POLICIES)),
             reserved_memory=dict(type="list", elements="dict"),
+            online_cpus=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -180,10 +187,11 @@ def main():
     config_text = _read(config_path)
     if config_text is None and not params["config_dir"]:
         module.fail_json(msg="cannot read the kubelet config %s: is this a Kubernetes node (kubeadm join writes it)? "
-                             "Set config_path to the file the kubelet's --config names" % config_path)
-    online = _read(CPU_ONLINE)
+                             "Set config_path (kubelet_tuning_config_path in the kubelet_tuning role) to the file "
+                             "the kubelet's --config names" % config_path)
+    online = _read(CPU_ONLINE) if params["online_cpus"] is None else params["online_cpus"].strip()
     try:
-        online_cpus = core.parse_cpuset(online, CPU_ONLINE) if online else None
+        online_cpus = core.parse_cpuset(online, CPU_ONLINE if params["online_cpus"] is None else "online_cpus") if online else None
         drop_in_name = os.path.basename(params["drop_in_name"]) if params["config_dir"] else None
         result = core.plan(config_text or "", _drop_ins(params["config_dir"]), params,
                            drop_in_name=drop_in_name, online_cpus=online_cpus, config_path=config_path)

@@ -105,18 +105,51 @@ def check_gpus(facts):
 # Driver
 # ---------------------------------------------------------------------------
 
+def setting_errors(settings):
+    """``[(variable, message)]`` for the driver settings of one host that no plan can use.
+
+    The branch is checked whether or not a version is pinned: a bad one is a
+    mistake either way, and the node layer refuses it too.
+    """
+    state = str(settings["nvidia_driver_state"] or "present")
+    version = str(settings["nvidia_driver_version"] or "")
+    branch = str(settings["nvidia_driver_branch"] or "")
+    wanted = str(settings["nvidia_driver_fabricmanager"]).lower()
+    errors = []
+    if state not in DRIVER_STATES:
+        errors.append(("nvidia_driver_state", "nvidia_driver_state %r is not one of %s"
+                       % (state, ", ".join(DRIVER_STATES))))
+    if version and not VERSION_RE.match(version):
+        errors.append(("nvidia_driver_version", "nvidia_driver_version %r is not a driver version: set the full "
+                       "version, such as \"570.172.08\"" % version))
+    if not BRANCH_RE.match(branch):
+        errors.append(("nvidia_driver_branch", "nvidia_driver_branch %r is not a driver branch: set the major "
+                       "version only, such as \"570\"" % branch))
+    if wanted not in FABRICMANAGER_CHOICES:
+        errors.append(("nvidia_driver_fabricmanager", "nvidia_driver_fabricmanager %r is not one of %s"
+                       % (wanted, ", ".join(FABRICMANAGER_CHOICES))))
+    return errors
+
+
+def check_settings(hosts):
+    """The settings problems of every host, before anything is planned or written.
+
+    ``hosts``: ``[(name, hostvars mapping)]``. Returns ``[(variable, message, [host, ...])]``, one entry per
+    distinct problem with its hosts in inventory order.
+    """
+    grouped = {}
+    for name, hostvars in hosts:
+        for variable, message in setting_errors(host_settings(hostvars, name)):
+            grouped.setdefault((variable, message), []).append(name)
+    return [(variable, message, names) for (variable, message), names in grouped.items()]
+
+
 def plan_driver(settings, facts):
     """Wanted against installed and loaded: the action, and whether the node reboots."""
     state = str(settings["nvidia_driver_state"] or "present")
     version = str(settings["nvidia_driver_version"] or "")
     branch = str(settings["nvidia_driver_branch"] or "")
-    errors = []
-    if state not in DRIVER_STATES:
-        errors.append("nvidia_driver_state %r is not one of %s" % (state, ", ".join(DRIVER_STATES)))
-    if version and not VERSION_RE.match(version):
-        errors.append("nvidia_driver_version %r is not a driver version such as 570.172.08" % version)
-    if not version and not BRANCH_RE.match(branch):
-        errors.append("nvidia_driver_branch %r is not a driver branch such as 570" % branch)
+    errors = [message for variable, message in setting_errors(settings) if variable != "nvidia_driver_fabricmanager"]
     installed = facts.get("driver_version") if facts and facts.get("present") else None
     loaded = facts.get("kernel_module_version") if facts and facts.get("present") else None
     out = {"state": state, "wanted": version or ("branch %s" % branch), "installed": installed,
@@ -178,7 +211,8 @@ def plan_fabric(settings, facts):
     warnings = []
     if wanted not in FABRICMANAGER_CHOICES:
         return ({"nvswitches": switches, "fabric_manager": None, "fabric_states": states},
-                ["nvidia_driver_fabricmanager %r is not one of %s" % (wanted, ", ".join(FABRICMANAGER_CHOICES))], [])
+                [message for variable, message in setting_errors(settings) if variable == "nvidia_driver_fabricmanager"],
+                [])
     needed = bool(switches) if wanted == "auto" else wanted == "true"
     if switches and wanted == "false":
         warnings.append("%d NVSwitch(es) but nvidia_driver_fabricmanager is false: the NVLink fabric will not "
@@ -225,8 +259,11 @@ class _MigPlanner(object):
         try:
             key, entries = self._entries(settings)
         except mig_config.MigConfigError as exc:
-            return {"config": name, "valid": False, "errors": ["invalid MIG config: %s" % p for p in exc.problems],
-                    "changed": False, "gpus": [], "k8s_resources": None}
+            # Name the variable to change: the config's name, or the document.
+            document = "mig_config_file %s" % settings["mig_config_file"] if settings["mig_config_file"] else "mig_config"
+            return {"config": name, "valid": False, "changed": False, "gpus": [], "k8s_resources": None,
+                    "errors": ["invalid MIG config (%s): %s" % ("mig_config_name %r" % name if "is not in mig-configs" in p
+                                                                else document, p) for p in exc.problems]}
         gpus = [{"index": g.get("index"), "pci": g.get("pci"), "name": g.get("name"), "mig": g.get("mig")}
                 for g in facts.get("gpus") or []]
         memo = json.dumps([key, name, facts.get("present"), facts.get("reason"), gpus], sort_keys=True, default=str)
@@ -334,16 +371,18 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
     try:
         sharing = capacity.gpu_sharing_configs(sharing_configs or [], mig_strategy)
     except AnsibleFilterError as exc:
-        raise FleetPlanError("the sharing configs cannot be used: %s" % exc)
+        raise FleetPlanError("gpu_sharing_configs (of the first k8s_control host) cannot be used: %s" % exc)
     if default_config and default_config not in sharing:
-        raise FleetPlanError("the default device-plugin config %r is not one of the sharing configs (%s)"
+        raise FleetPlanError("the default device-plugin config %r (gpu_sharing_default_config of the first k8s_control "
+                             "host) is not one of gpu_sharing_configs (%s)"
                              % (default_config, ", ".join(sorted(sharing)) or "none"))
     mig = _MigPlanner(_read_yaml)
     planned = {}
     seen_nodes = {}
     for name, hostvars in hosts:
         settings = host_settings(hostvars, name)
-        path = settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name)
+        # Normalised: inventories/demo/../../tests/x.json reads as tests/x.json in every message.
+        path = os.path.normpath(settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name))
         host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
                          keep)
         other = seen_nodes.setdefault(host["node"], name)
@@ -352,17 +391,26 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
             host["valid"] = False
         planned[name] = host
     return {"version": PLAN_VERSION, "mig_strategy": mig_strategy, "hosts": planned,
-            "summary": summarize(planned),
+            "summary": summarize(planned, mig_strategy),
             "errors": ["%s: %s" % (n, "; ".join(h["errors"])) for n, h in planned.items() if not h["valid"]],
             "valid": all(h["valid"] for h in planned.values())}
 
 
-def summarize(hosts):
-    """Fleet totals of the per-host plans."""
+def _strategy_refuses(mig, strategy):
+    """True when a valid MIG layout cannot be advertised under the fleet's MIG strategy."""
+    entry = ((mig or {}).get("k8s_resources") or {}).get(strategy) if strategy else None
+    return isinstance(entry, dict) and entry.get("valid") is False
+
+
+def summarize(hosts, mig_strategy=None):
+    """Fleet totals of the per-host plans. With ``mig_strategy``, a layout that strategy cannot advertise
+    counts as an invalid MIG layout, as its host is invalid."""
     out = {"hosts": len(hosts), "hosts_valid": 0, "hosts_invalid": [], "gpus": 0, "gpus_by_model": {},
            "driver_versions": {}, "gpus_by_model_and_driver": {}, "driver_changes": [], "reboot": [],
-           "invalid_mig": [], "mig_changes": [], "mig_unsupported": [], "unhealthy_gpus": 0, "health": {"ok": 0, "warning": 0, "critical": 0},
-           "unhealthy_nodes": [], "fabric_manager": [], "capacity": {}, "capacity_by_model": {}, "dra_nodes": []}
+           "invalid_mig": [], "mig_changes": [], "mig_unsupported": [], "unhealthy_gpus": 0,
+           "health": {"ok": 0, "warning": 0, "critical": 0},
+           "unhealthy_nodes": [], "fabric_manager": [], "capacity": {}, "capacity_by_model": {}, "dra_nodes": [],
+           "shared": {}, "no_capacity": []}
     for name, host in hosts.items():
         if host["valid"]:
             out["hosts_valid"] += 1
@@ -381,7 +429,7 @@ def summarize(hosts):
             if driver["reboot_required"]:
                 out["reboot"].append(name)
         mig = host["mig"]
-        if mig is not None and mig["config"] and not mig["valid"]:
+        if mig is not None and mig["config"] and (not mig["valid"] or _strategy_refuses(mig, mig_strategy)):
             out["invalid_mig"].append(name)
         elif mig is not None and mig["changed"]:
             out["mig_changes"].append(name)
@@ -396,7 +444,16 @@ def summarize(hosts):
         if host["fabric"] and host["fabric"]["fabric_manager"]:
             out["fabric_manager"].append(name)
         cap = host["capacity"]
+        if host["present"] and not cap:
+            out["no_capacity"].append(name)
         if cap:
+            # Time-slicing and MPS replicas: nvidia.com/gpu counts them, not GPUs.
+            for resource, entry in (cap.get("shared") or {}).items():
+                total = out["shared"].setdefault(resource, {"devices": 0, "replicas": 0, "mode": entry["mode"]})
+                if total["mode"] != entry["mode"]:
+                    total["mode"] = "time-slicing and MPS"
+                total["devices"] += entry["devices"]
+                total["replicas"] += entry["replicas"]
             if cap.get("dra"):
                 out["dra_nodes"].append(name)
             _add(out["capacity"], cap["resources"])

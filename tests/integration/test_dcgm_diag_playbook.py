@@ -118,6 +118,10 @@ def test_check_mode_runs_nothing(fleet):
     proc = fleet.play("--check", "-e", "dcgm_diag_level=4")
     assert proc.returncode == 0, proc.stdout
     assert fleet.calls("gpu1") == [] and recap(proc, "gpu1")["changed"] == 0
+    # ... and says so, with the command it would run.
+    text = " ".join(proc.stdout.split())
+    assert "DCGM diagnostic level 4 not run on gpu1: check mode never runs dcgmi" in text, proc.stdout[-2000:]
+    assert "diag -r 4 -j" in text
 
 
 def test_report_only_feeds_the_health_role(fleet):

@@ -141,3 +141,37 @@ def test_drop_in_mode_leaves_the_kubeadm_file_and_bad_cpus_change_nothing(node):
     assert proc.returncode != 0 and events == []
     assert "reservedSystemCPUs 4096 names CPU(s) 4096 that this node does not have" in " ".join(proc.stdout.split())
     assert (node.root / "config.yaml").read_text() == before
+
+
+def test_a_missing_config_file_is_the_error_and_names_the_role_variable(node):
+    (node.root / "config.yaml").unlink()
+    proc, events = node.play(["--check"], kubelet_tuning_cpu_manager_policy="static", kubelet_tuning_reserved_system_cpus="0")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "has no attribute 'restart_required'" not in proc.stdout
+    assert "cannot read the kubelet config %s" % (node.root / "config.yaml") in proc.stdout
+    assert "kubelet_tuning_config_path" in proc.stdout and not events
+
+
+def test_recorded_facts_plan_from_a_recorded_config_on_the_controller_and_change_nothing(node, fixtures_dir):
+    recorded = node.root / "recorded-config.yaml"
+    recorded.write_text(node.root.joinpath("config.yaml").read_text())
+    (node.root / "config.yaml").write_text("not: the node's\n")     # the machine running the play is not the node
+    before = recorded.read_text()
+    replay = {"gpuops_nvml_replay_file": str(fixtures_dir / "nvml" / "hgx-h100.json"),
+              "kubelet_tuning_cpu_manager_policy": "static", "kubelet_tuning_reserved_system_cpus": "0-1"}
+    proc, events = node.play(["--check", "--diff"], kubelet_tuning_replay_config=str(recorded),
+                             kubelet_tuning_replay_online_cpus="0-111", **replay)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "+cpuManagerPolicy: static" in proc.stdout and "changed=1" in proc.stdout and not events
+    assert recorded.read_text() == before and node.config() == {"not": "the node's"}
+    # The reserved CPUs are checked against the node's recorded CPUs, not this machine's.
+    proc, _events = node.play(["--check"], kubelet_tuning_replay_config=str(recorded),
+                              kubelet_tuning_replay_online_cpus="0-1", **dict(replay, kubelet_tuning_reserved_system_cpus="4-5"))
+    assert proc.returncode == 2 and "kubelet config not changed" in proc.stdout, proc.stdout[-3000:]
+    # Without a recorded config: reported as not planned, nothing read, the run succeeds.
+    proc, events = node.play(["--check"], **replay)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "kubelet not planned" in proc.stdout and "kubelet_tuning_replay_config" in proc.stdout and not events
+    # Never without --check.
+    proc, events = node.play(**replay)
+    assert proc.returncode == 2 and "is planned from recorded facts" in proc.stdout and not events

@@ -320,7 +320,8 @@ def test_summary_counts_layers_objects_and_releases(time_slicing):
     ("unknown-mig-strategy", {"gpuops_k8s_mig_strategy": "triple"},
      {"gpu-a": {"facts": "hgx-h100"}}, "value of gpuops_k8s_mig_strategy must be one of: none, single, mixed, got: triple"),
     ("role-variable-typo", {"gpu_sharing_config": [{"name": "ts", "mode": "time-slicing", "replicas": 4}]},
-     {"gpu-a": {"facts": "hgx-h100"}}, "gpu_sharing_config (host localhost): no such variable in role gpu_sharing, "
+     # An extra variable reaches every host: one line names them all.
+     {"gpu-a": {"facts": "hgx-h100"}}, "gpu_sharing_config (2 hosts: localhost, gpu-a): no such variable in role gpu_sharing, "
      "so it would be ignored; did you mean gpu_sharing_configs?"),
     ("host-variable-typo", {}, {"gpu-a": {"facts": "hgx-h100", "vars": {"gpu_nodes_device_plugin_confg": "ts4"}}},
      "gpu_nodes_device_plugin_confg (host gpu-a): no such variable in role gpu_nodes, so it would be ignored; "

@@ -5,7 +5,11 @@ renders it, with recorded facts replayed on its GPU hosts, so it cannot go
 stale. A render with no variables at all shows that each role's own
 <role>_enabled default decides whether cluster.yml runs it.
 """
+import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -108,3 +112,58 @@ def test_cluster_yml_restates_no_enabled_default():
     switched = {t["ansible.builtin.import_role"]["name"].split(".")[-1] for t in tasks if "_enabled" in str(t.get("when", ""))}
     assert switched == set(IMPORTED)
     assert DATA_ONLY and not [r for r in DATA_ONLY if r in text], "cluster.yml names a data-only add-on"
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory):
+    """The README's offline plan: the example as it is, plus inventories/example-offline.yml."""
+    installed = ROOT / "collections" / "ansible_collections" / "gpuops" / "platform"
+    assert installed.is_dir(), "run scripts/bootstrap.sh first: ansible-playbook needs the installed collection"
+    out = tmp_path_factory.mktemp("example-offline")
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "inventories/example/hosts.yml",
+         "-i", "inventories/example-offline.yml", "playbooks/plan_fleet.yml", "playbooks/cluster.yml", "--check",
+         "-e", "gpuops_fleet_report_dir=%s" % (out / "fleet"), "-e", "gpuops_k8s_render_dir=%s" % (out / "rendered")],
+        cwd=str(ROOT), capture_output=True, text=True, check=False, timeout=600,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return out, json.loads((out / "fleet" / "plan.json").read_text())
+
+
+def test_the_example_plans_offline_end_to_end_through_capacity(offline):
+    out, plan = offline
+    s = plan["summary"]
+    assert plan["valid"] and s["hosts"] == 10 and s["hosts_invalid"] == [] and s["invalid_mig"] == []
+    assert plan["mig_strategy"] == "mixed"
+    # The H100 pool's inference-mixed layout: GPUs 0-3 as 3g.40gb + 4 x 1g.10gb, GPUs 4-7 whole; each L40S
+    # time-sliced four ways (ts4).
+    assert s["mig_changes"] == ["hgx-h100-%02d.gpu.example.com" % i for i in range(1, 5)]
+    assert s["capacity"] == {"nvidia.com/mig-3g.40gb": 16, "nvidia.com/mig-1g.10gb": 64, "nvidia.com/gpu": 16 + 6 * 4}
+    # The Kubernetes layer is rendered with the same strategy and the inference quota fits the fleet.
+    values = yaml.safe_load((out / "rendered" / "10-gpu_operator" / "helm" / "gpu-operator" / "values.yaml").read_text())
+    assert values["mig"]["strategy"] == "mixed"
+    quotas = [d for d in yaml.safe_load_all((out / "rendered" / "80-gpu_tenants" / "manifests.yaml").read_text())
+              if d and d["kind"] == "ResourceQuota" and d["metadata"]["namespace"] == "inference"]
+    assert quotas and quotas[0]["spec"]["hard"]["requests.nvidia.com/gpu"] in (16, "16")
+
+
+def test_the_offline_overlay_changes_only_how_the_site_is_reached_and_its_facts():
+    overlay = yaml.safe_load((ROOT / "inventories" / "example-offline.yml").read_text())["all"]
+    assert set(overlay["vars"]) == {"ansible_connection", "ansible_python_interpreter", "ansible_become",
+                                    "gpuops_nodes_become", "gpuops_nodes_plan_only", "gpuops_k8s_render_dir",
+                                    "gpuops_fleet_publish_facts"}
+    pools = overlay["children"]
+    assert {g: set(v["vars"]) for g, v in pools.items()} == {"hgx_h100": {"gpuops_nvml_replay_file"},
+                                                            "inference_l40s": {"gpuops_nvml_replay_file"}}
+    for group in pools.values():
+        facts = group["vars"]["gpuops_nvml_replay_file"].replace("{{ inventory_dir }}", str(EXAMPLE))
+        assert os.path.isfile(os.path.normpath(facts)), facts
+
+
+def test_the_example_mig_layout_and_strategy_agree():
+    mig = yaml.safe_load((EXAMPLE / "group_vars" / "gpu_nodes" / "mig.yml").read_text())
+    layout = mig["mig_config"]["mig-configs"][mig["mig_config_name"]]
+    half = any(e.get("mig-enabled") for e in layout) and any(not e.get("mig-enabled") for e in layout)
+    strategy = yaml.safe_load((EXAMPLE / "group_vars" / "all" / "k8s.yml").read_text()).get("gpuops_k8s_mig_strategy",
+                                                                                              "single")
+    assert not half or strategy == "mixed", "a half-MIG layout needs gpuops_k8s_mig_strategy: mixed"

@@ -159,3 +159,39 @@ def test_run_fails_naming_variable_host_and_closest_and_skips_facts():
 def test_run_refuses_a_role_the_collection_does_not_have():
     with pytest.raises(Exception, match="no role gpu_sharin in this collection"):
         _run({"roles": ["gpu_sharin"]}, {"inventory_hostname": "localhost"})
+
+
+def test_one_line_per_variable_with_its_hosts_grouped_and_the_file_that_sets_it():
+    (entry,) = cv.unknown_variables(["nvidia_driver_verison"], CATALOG)
+    lines = cv.format_problems([(h, [entry]) for h in ("h1", "h2", "h3", "h4")], CATALOG["renamed"],
+                               {"nvidia_driver_verison": ["inventories/x/group_vars/h100/main.yml"]})
+    assert lines == ["nvidia_driver_verison (4 hosts: h1, h2, h3, h4; set in inventories/x/group_vars/h100/main.yml): "
+                     "no such variable in role nvidia_driver, so it would be ignored; did you mean nvidia_driver_version?"]
+
+
+def test_the_files_that_set_a_variable_are_found_beside_the_inventory(tmp_path):
+    inventory = tmp_path / "inv"
+    for rel, text in (("group_vars/all.yml", "gpuops_x: 1\n"), ("group_vars/h100/main.yml", "nvidia_driver_branch: R570\n"),
+                      ("group_vars/gpu/main.yml", "nvidia_driver_branch: '570'\n"), ("host_vars/a.yml", "gpuops_y: 2\n"),
+                      ("group_vars/other/main.yml", "gpuops_y: 3\n")):
+        (inventory / rel).parent.mkdir(parents=True, exist_ok=True)
+        (inventory / rel).write_text(text)
+    from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_sources as vs
+    host = {"inventory_hostname": "a", "group_names": ["gpu", "h100"], "inventory_dir": str(inventory / "sub" / ".."),
+            "nvidia_driver_branch": "R570"}
+    found = vs.variable_sources(["gpuops_x", "gpuops_y", "nvidia_driver_branch", "gpuops_z"], [host], cwd=str(tmp_path))
+    # Normalised and relative; the file whose value the host has wins over the group that set another value.
+    assert found == {"gpuops_x": ["inv/group_vars/all.yml"], "gpuops_y": ["inv/host_vars/a.yml"],
+                     "nvidia_driver_branch": ["inv/group_vars/h100/main.yml"]}
+    assert vs.hosts_phrase(["a"]) == "host a" and vs.hosts_phrase(["a", "b"]) == "2 hosts: a, b"
+
+
+def test_host_globals_checks_the_platform_variables_of_the_named_hosts():
+    class HostVars(dict):
+        _variable_manager = mock.Mock(_nonpersistent_fact_cache={}, _fact_cache={})
+    hostvars = HostVars({"gpu-%d" % i: {"gpuops_nvml_replay_fiel": "/x.json"} for i in range(3)})
+    task_vars = {"inventory_hostname": "localhost", "hostvars": hostvars}
+    assert not _run({"hosts": sorted(hostvars)}, task_vars).get("failed")
+    result = _run({"hosts": sorted(hostvars), "host_globals": True}, task_vars)
+    assert result["failed"] and result["unknown"] == ["gpuops_nvml_replay_fiel"]
+    assert "gpuops_nvml_replay_fiel (3 hosts: gpu-0, gpu-1, gpu-2): no such variable in platform-wide" in result["msg"]

@@ -77,8 +77,15 @@ def test_a_dcgm_failure_makes_a_healthy_node_critical():
 
 
 def test_nodes_without_gpu_or_outside_the_cluster_are_left_alone():
-    assert plan({"present": False, "health": {"status": "ok", "reasons": []}}, k8s())["skipped"]
-    assert plan(None, k8s())["skipped"]
+    absent = plan({"present": False, "reason": "libnvidia-ml.so.1 not found", "health": {"status": "ok", "reasons": []}},
+                  k8s())["skipped"]
+    assert absent.startswith("no NVIDIA GPU found on the host (libnvidia-ml.so.1 not found): not judged")
+    assert "set gpu_health_replay_file" in absent
+    recorded = plan({"present": False, "source": "replay", "health": {"status": "ok", "reasons": []}}, k8s())["skipped"]
+    assert recorded == "no NVIDIA GPU in its recorded facts (NVML reports none): not judged"
+    missing = plan(None, k8s())["skipped"]
+    assert missing.startswith("no NVIDIA GPU facts for this host in this run (nvml_facts did not run")
+    assert "gpu_health_gather" in missing and "left alone" not in missing
     assert "not a Kubernetes node" in plan(OK, None)["skipped"]
     # NVML that cannot start (driver/library mismatch) is judged although no GPU is listed.
     mismatch = {"present": False, "health": {"status": "critical", "reasons": ["NVML cannot start"]}}

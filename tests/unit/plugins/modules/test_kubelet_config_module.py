@@ -73,4 +73,20 @@ def test_a_missing_config_says_what_to_set(tmp_path):
     online = tmp_path / "online"
     online.write_text("0-3\n")
     ok, result = run({"config_path": str(tmp_path / "nope.yaml"), "cpu_manager_policy": "none"}, online)
-    assert not ok and "Set config_path to the file the kubelet's --config names" in result["msg"]
+    assert not ok and "Set config_path (kubelet_tuning_config_path in the kubelet_tuning role) to the file the " \
+                      "kubelet's --config names" in result["msg"]
+
+
+def test_online_cpus_replace_the_machines_own(tmp_path):
+    """A plan made elsewhere (recorded config) checks the reserved CPUs against the node's, not this machine's."""
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+    online = tmp_path / "online"
+    online.write_text("0-3\n")
+    args = {"config_path": str(config), "cpu_manager_policy": "static", "reserved_system_cpus": "60-61"}
+    ok, result = run(args, online)
+    assert not ok and "kubelet config not changed" in result["msg"]
+    ok, result = run(dict(args, online_cpus="0-63"), online)
+    assert ok and result["changed"], result
+    ok, result = run(dict(args, online_cpus=""), online)        # unknown: not checked
+    assert ok, result

@@ -85,6 +85,28 @@ def test_driver_plan_rejects_bad_settings(settings, word):
     assert out["action"] == "invalid" and len(errors) == 1 and word in errors[0]
 
 
+@pytest.mark.parametrize("version", ["", "570.172.08"])
+def test_the_branch_is_checked_whether_or_not_a_version_is_pinned(version):
+    settings = dict(fp.DEFAULTS, nvidia_driver_branch="R570", nvidia_driver_version=version)
+    assert fp.setting_errors(settings) == [
+        ("nvidia_driver_branch", "nvidia_driver_branch 'R570' is not a driver branch: set the major version only, "
+                                 "such as \"570\"")]
+    out, errors = fp.plan_driver(settings, fixture("l40s"))
+    assert out["action"] == "invalid" and len(errors) == 1
+    bad = fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", version, "R570")
+    assert bad["failed"] and "set the major version only" in bad["msg"]
+
+
+def test_settings_problems_are_grouped_by_variable_and_message_over_hosts():
+    good = {"nvidia_driver_branch": "570"}
+    bad = {"nvidia_driver_branch": "R570", "nvidia_driver_version": "570.172.08"}
+    hosts = [("a", bad), ("b", good), ("c", bad), ("d", dict(bad, nvidia_driver_fabricmanager="maybe"))]
+    problems = fp.check_settings(hosts)
+    assert [(v, h) for v, _m, h in problems] == [("nvidia_driver_branch", ["a", "c", "d"]),
+                                                 ("nvidia_driver_fabricmanager", ["d"])]
+    assert fp.check_settings([("b", good), ("e", {})]) == []
+
+
 def test_planner_defaults_are_the_roles_defaults():
     found = {}
     for role in ("nvidia_driver", "mig"):
@@ -168,6 +190,7 @@ def test_invalid_mig_layout_names_the_host_and_the_gpu(tmp_path):
     assert out["summary"]["invalid_mig"] == ["a", "b"]
     assert any("GPU 0" in e for e in h["a"]["errors"])
     assert "not in mig-configs" in h["b"]["errors"][0]
+    assert h["b"]["errors"][0].startswith("invalid MIG config (mig_config_name 'nope'): ")
     assert h["c"]["valid"] and h["c"]["capacity"]["resources"] == {"nvidia.com/gpu": 56}   # single strategy
 
 
@@ -188,7 +211,18 @@ def test_the_strategy_decides_whether_a_layout_can_be_advertised(tmp_path):
     hosts = {"dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"})}
     single = plan(tmp_path, hosts, mig_strategy="single")
     assert not single["valid"] and "Kubernetes capacity" in single["hosts"]["dgx"]["errors"][0]
+    # The error names the variable to change, not only the node and the strategy.
+    assert "set gpuops_k8s_mig_strategy: mixed" in single["hosts"]["dgx"]["errors"][0]
     assert plan(tmp_path, hosts, mig_strategy="mixed")["valid"]
+
+
+def test_half_mig_under_the_single_strategy_names_the_variable_to_change(tmp_path):
+    half = {"version": "v1", "mig-configs": {"half": [
+        {"devices": [0, 1, 2, 3], "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "1g.10gb": 4}},
+        {"devices": [4, 5, 6, 7], "mig-enabled": False}]}}
+    out = plan(tmp_path, {"h": ("hgx-h100", {"mig_config": half, "mig_config_name": "half"})}, mig_strategy="single")
+    (error,) = out["hosts"]["h"]["errors"]
+    assert "4 of 8 are not" in error and "set gpuops_k8s_mig_strategy: mixed" in error, error
 
 
 def test_hosts_with_the_same_gpus_but_another_mig_state_get_their_own_plan(tmp_path):
@@ -214,9 +248,10 @@ def test_unknown_sharing_config_and_duplicate_node_names_fail_the_host(tmp_path)
 
 
 def test_bad_shared_settings_stop_the_whole_plan(tmp_path):
-    with pytest.raises(fp.FleetPlanError, match="replicas"):
+    # Each names the variable to change, not only the key.
+    with pytest.raises(fp.FleetPlanError, match="^gpu_sharing_configs .*replicas"):
         fp.plan_fleet([], str(tmp_path), sharing_configs=[{"name": "x", "mode": "time-slicing", "replicas": 0}])
-    with pytest.raises(fp.FleetPlanError, match="default device-plugin config"):
+    with pytest.raises(fp.FleetPlanError, match="default device-plugin config 'ts9' .gpu_sharing_default_config"):
         fp.plan_fleet([], str(tmp_path), sharing_configs=TS4, default_config="ts9")
 
 
@@ -240,8 +275,9 @@ def test_replay_driver_filter_has_the_module_result_shape():
     assert out["actions"] and "upgrade" in out["actions"][0]
     same = fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.172.08")
     assert same["actions"] == [] and not same["reboot_required"] and same["services"] == ["nvidia-persistenced"]
-    with pytest.raises(AnsibleFilterError, match="nvidia_driver_version"):
-        fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.x")
+    # Bad settings give a failed result that the role reports as it is, not an exception from inside set_fact.
+    bad = fleet_filter.nvidia_driver_replay_plan(fixture("l40s"), "present", "570.x")
+    assert bad["failed"] and "nvidia_driver_version '570.x' is not a driver version" in bad["msg"]
     with pytest.raises(AnsibleFilterError, match="replayed"):
         fleet_filter.nvidia_driver_replay_plan({"present": True}, "present")
 
@@ -252,3 +288,30 @@ def test_driver_plan_compares_versions_part_by_part_as_numbers(wanted, action):
     out, errors = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version=wanted), fixture("hgx-h100"))
     assert errors == [] and out["installed"] == "570.172.08"
     assert out["action"] == action
+
+
+def test_the_summary_explains_time_slicing_replicas(tmp_path):
+    out = plan(tmp_path, {"l1": ("l40s", {"gpu_nodes_device_plugin_config": "ts4"}),
+                          "l2": ("l40s", {"gpu_nodes_device_plugin_config": "ts4"}),
+                          "h": ("hgx-h100", {})},
+               mig_strategy="single", sharing_configs=TS4, default_config="default")
+    s = out["summary"]
+    assert s["gpus"] == 10 and s["capacity"] == {"nvidia.com/gpu": 8 + 2 * 4}
+    assert s["shared"] == {"nvidia.com/gpu": {"devices": 2, "replicas": 8, "mode": "time-slicing"}}
+    assert s["no_capacity"] == []
+
+
+def test_a_layout_the_strategy_cannot_advertise_is_an_invalid_mig_layout_in_the_summary(tmp_path):
+    hosts = {"dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"}), "l": ("l40s", {})}
+    s = plan(tmp_path, hosts, mig_strategy="single")["summary"]
+    assert s["hosts_invalid"] == ["dgx"] and s["invalid_mig"] == ["dgx"] and s["mig_changes"] == []
+    assert s["no_capacity"] == ["dgx"]
+    s = plan(tmp_path, hosts, mig_strategy="mixed")["summary"]
+    assert s["hosts_invalid"] == [] and s["invalid_mig"] == [] and s["mig_changes"] == ["dgx"]
+
+
+def test_a_bad_mig_document_names_the_variable_that_holds_it(tmp_path):
+    bad = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": "yes"}]}}
+    out = plan(tmp_path, {"a": ("dgx-a100", {"mig_config": bad, "mig_config_name": "x"})})
+    (error,) = out["hosts"]["a"]["errors"]
+    assert error.startswith("invalid MIG config (mig_config): ") and "'mig-enabled' is required" in error

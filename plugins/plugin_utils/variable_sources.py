@@ -1,0 +1,102 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""Where an inventory variable was set, and hosts named in groups, for the controller's error messages.
+
+Private to the collection. A message about a variable names the variable to
+change, the files that set it (the ``group_vars`` and ``host_vars`` files
+beside the inventory or the playbook, which Ansible reads for every host) and
+its hosts once (``4 hosts: a, b, c, d``), not one line per host.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import yaml
+
+from ansible.module_utils.common.text.converters import to_text
+
+VARS_EXTENSIONS = (".yml", ".yaml", ".json")
+
+
+def hosts_phrase(hosts):
+    """``host a`` or ``4 hosts: a, b, c, d``."""
+    hosts = list(hosts)
+    return "host %s" % hosts[0] if len(hosts) == 1 else "%d hosts: %s" % (len(hosts), ", ".join(hosts))
+
+
+def shown_path(path, cwd=None):
+    """``path`` normalised (no ``a/../b``), relative to ``cwd`` (default the current folder) when under it."""
+    path = os.path.normpath(os.path.abspath(to_text(path)))
+    cwd = os.path.normpath(os.path.abspath(cwd or os.getcwd()))
+    return os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else path
+
+
+def _vars_files(stem):
+    files = []
+    if os.path.isdir(stem):
+        for dirpath, dirnames, filenames in os.walk(stem):
+            dirnames.sort()
+            files.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(VARS_EXTENSIONS))
+    for ext in ("",) + VARS_EXTENSIONS:
+        if os.path.isfile(stem + ext):
+            files.append(stem + ext)
+    return files
+
+
+def inventory_files(variables):
+    """The group_vars and host_vars files that can hold one host's variables: beside its inventory and the
+    playbook, for the groups ``all`` and ``group_names`` and the host itself."""
+    host = to_text(variables.get("inventory_hostname") or "")
+    groups = ["all"] + [to_text(g) for g in variables.get("group_names") or []]
+    bases = []
+    for key in ("inventory_dir", "playbook_dir"):
+        base = variables.get(key)
+        if base and os.path.normpath(to_text(base)) not in bases:
+            bases.append(os.path.normpath(to_text(base)))
+    files = []
+    for base in bases:
+        for name in groups:
+            files.extend(_vars_files(os.path.join(base, "group_vars", name)))
+        if host:
+            files.extend(_vars_files(os.path.join(base, "host_vars", host)))
+    return files
+
+
+def _load(path, cache):
+    if path not in cache:
+        try:
+            with open(path, "rb") as handle:
+                data = yaml.safe_load(handle)
+        except (OSError, IOError, yaml.YAMLError):
+            data = None
+        cache[path] = data if isinstance(data, dict) else {}
+    return cache[path]
+
+
+def variable_sources(names, variables_list, cwd=None):
+    """``{name: [file, ...]}``: the inventory variable files that set each of ``names`` for the hosts whose
+    variables are given (normalised, relative to ``cwd`` when under it).
+
+    Where several files set a name, the ones whose value is the host's own come first and alone (the file
+    that won); a value that differs from every file's (templated) keeps them all. A variable set another
+    way (an inventory file's own vars, an inventory plugin, ``-e``) has no entry.
+    """
+    wanted = set(to_text(n) for n in names)
+    found = {}
+    cache = {}
+    for variables in variables_list:
+        files = inventory_files(variables)
+        for name in sorted(wanted):
+            setting = [path for path in files if name in _load(path, cache)]
+            same = [path for path in setting if variables.get(name) == _load(path, cache)[name]]
+            for path in same or setting:
+                shown = shown_path(path, cwd)
+                if shown not in found.setdefault(name, []):
+                    found[name].append(shown)
+    return dict((name, paths) for name, paths in found.items() if paths)

@@ -1,0 +1,111 @@
+"""A plan that is refused writes nothing: typos and bad driver settings stop plan_fleet.yml first.
+
+Each case copies inventories/demo (with a link to tests/ so its fixture paths
+resolve), breaks one variable in a group_vars file, and runs plan_fleet.yml
+alone or with cluster.yml as `make demo` does. The message is the collection's
+own, names the variable, its hosts in one group and the file that sets it.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+
+@pytest.fixture
+def site(repo_root, tmp_path):
+    installed = repo_root / "collections" / "ansible_collections" / "gpuops" / "platform"
+    assert installed.is_dir(), "run scripts/bootstrap.sh first: ansible-playbook needs the installed collection"
+    shutil.copytree(str(repo_root / "inventories" / "demo"), str(tmp_path / "inventories" / "demo"))
+    (tmp_path / "tests").symlink_to(repo_root / "tests", target_is_directory=True)
+    return tmp_path
+
+
+def _append(site, group, text):
+    path = site / "inventories" / "demo" / "group_vars" / group / "main.yml"
+    path.write_text(path.read_text() + text)
+    return path
+
+
+def _run(repo_root, site, *playbooks):
+    out = site / "out"
+    proc = subprocess.run(
+        [PLAYBOOK, "-i", str(site / "inventories" / "demo" / "hosts.yml")] + ["playbooks/%s.yml" % p for p in playbooks] +
+        ["--check", "-e", "gpuops_fleet_report_dir=%s" % (out / "fleet"), "-e", "gpuops_k8s_render_dir=%s" % (out / "render")],
+        cwd=str(repo_root), capture_output=True, text=True, check=False, timeout=300,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    return proc, out
+
+
+H100 = "4 hosts: hgx-h100-01, hgx-h100-02, hgx-h100-03, hgx-h100-04"
+
+
+@pytest.mark.parametrize("playbooks", [["plan_fleet"], ["plan_fleet", "cluster"]])
+def test_a_typo_stops_the_planner_before_it_writes_anything(repo_root, site, playbooks):
+    vars_file = _append(site, "hgx_h100", 'nvidia_driver_verison: "570.195.03"\n')
+    proc, out = _run(repo_root, site, *playbooks)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
+    line = "nvidia_driver_verison (%s; set in %s): no such variable in role nvidia_driver, so it would be ignored; " \
+           "did you mean nvidia_driver_version?" % (H100, vars_file)
+    # One line for the four hosts, not one per host.
+    assert line in proc.stdout and "(host hgx-h100-0" not in proc.stdout, proc.stdout[-3000:]
+    assert "Finalization of task args" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("playbooks", [["plan_fleet"], ["plan_fleet", "cluster"]])
+def test_a_bad_branch_is_refused_with_a_pinned_version_and_nothing_is_written(repo_root, site, playbooks):
+    vars_file = _append(site, "hgx_h100", 'nvidia_driver_branch: "R570"\n')
+    proc, out = _run(repo_root, site, *playbooks)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
+    assert ("nvidia_driver_branch 'R570' is not a driver branch: set the major version only, such as \"570\" (%s; set in %s)"
+            % (H100, vars_file)) in proc.stdout, proc.stdout[-3000:]
+    assert "Finalization of task args" not in proc.stdout + proc.stderr
+
+
+def test_an_unknown_platform_variable_on_a_gpu_host_is_refused(repo_root, site):
+    """gpuops_* of the GPU hosts are read by the planner, so they are checked although those hosts run no play."""
+    _append(site, "l40s_inference", "gpuops_nvml_replay_fiel: /nowhere.json\n")
+    proc, out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 2 and not out.exists(), proc.stdout[-3000:]
+    assert "gpuops_nvml_replay_fiel (4 hosts: l40s-01, l40s-02, l40s-03, l40s-04; set in " in proc.stdout
+    assert "did you mean gpuops_nvml_replay_file?" in proc.stdout
+
+
+def test_the_demo_plans_with_normalised_paths(repo_root, site):
+    proc, out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    plan = json.loads((out / "fleet" / "plan.json").read_text())
+    files = [h["facts_file"] for h in plan["hosts"].values()]
+    assert files and all("/../" not in f and f.endswith(".json") for f in files), files
+
+
+def test_the_summary_explains_replicas(repo_root, site):
+    proc, _out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    text = " ".join(proc.stdout.split())
+    assert "45 GPUs" in text and "nvidia.com/gpu: 48" in text
+    assert "nvidia.com/gpu counts 16 time-slicing replicas of 4 GPUs" in text
+    assert "planned: 10 of 10 hosts" in text
+
+
+def test_the_summary_agrees_with_the_hosts_that_cannot_be_planned(repo_root, tmp_path):
+    """The example's half-MIG layout under the single strategy: the summary and the error say the same."""
+    proc = subprocess.run(
+        [PLAYBOOK, "-i", "inventories/example/hosts.yml", "-i", "inventories/example-offline.yml", "playbooks/plan_fleet.yml",
+         "-e", "gpuops_fleet_report_dir=%s" % tmp_path, "-e", "gpuops_k8s_mig_strategy=single"],
+        cwd=str(repo_root), capture_output=True, text=True, check=False, timeout=300,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    text = " ".join(proc.stdout.split())
+    h100 = ", ".join("hgx-h100-%02d.gpu.example.com" % i for i in range(1, 5))
+    assert "planned: 6 of 10 hosts; cannot be planned: 4 (%s)" % h100 in text
+    assert "invalid MIG layouts: %s;" % h100 in text and "invalid MIG layouts: none" not in text
+    assert "4 host(s) cannot be planned" in text
+    assert "set gpuops_k8s_mig_strategy: mixed" in text
