@@ -210,7 +210,9 @@ overview:
   returned: always
   type: list
   elements: str
-  sample: ["reboots: 1250 (hgx-00001, hgx-00002, hgx-00003, hgx-00004, hgx-00011 and 1245 more: plan.json summary.reboot, or the page's node table with the filter disruption:reboot)"]
+  sample:
+    - "reboots: 1250 (hgx-00001, hgx-00002, hgx-00003, hgx-00004, hgx-00011 and 1245 more: plan.json summary.reboot,
+      or the page's node table with the filter disruption:reboot)"
 previews:
   description:
     - The lists of RV(summary) (C(reboot), C(invalid_mig), C(unhealthy_nodes), C(mig_unsupported), C(hosts_invalid))
