@@ -74,3 +74,13 @@ def test_foreign_objects_in_a_namespace():
 @pytest.mark.parametrize("ns", sorted(aset.PROTECTED_NAMESPACES))
 def test_protected_namespaces_are_never_candidates(ns):
     assert aset.prune_candidates([member("Namespace", ns)], [], SET) == []
+
+
+def test_objects_being_deleted_are_finalizing_not_candidates():
+    """ObjectMeta.deletionTimestamp (API reference): deletion has begun; the object waits for its finalizers."""
+    found = [member("Namespace", "team-b"), member("ResourceQuota", "gpuops-tenant", "team-b")]
+    found[0]["metadata"]["deletionTimestamp"] = "2026-11-01T10:00:00Z"
+    assert [aset.describe(o) for o in aset.prune_candidates(found, [], SET)] == ["ResourceQuota team-b/gpuops-tenant"]
+    assert [aset.describe(o) for o in aset.finalizing(found, [], SET)] == ["Namespace team-b"]
+    # Planned again (the tenant came back while its namespace was finalizing): not reported here.
+    assert aset.finalizing(found, [member("Namespace", "team-b")], SET) == []
