@@ -25,6 +25,9 @@ PART_OF_LABEL = "applyset.kubernetes.io/part-of"
 TOOLING_ANNOTATION = "applyset.kubernetes.io/tooling"
 GROUP_KINDS_ANNOTATION = "applyset.kubernetes.io/contains-group-kinds"
 TOOLING = "gpuops.platform/v1"
+# The recommended label (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/),
+# one value on every member, so that one selector finds everything the collection manages.
+MANAGED_BY_LABEL, MANAGED_BY = "app.kubernetes.io/managed-by", "gpuops.platform"
 PARENT_KIND, PARENT_GROUP = "Secret", ""
 
 # Never members: nodes belong to the cluster (gpu_nodes only labels them).
@@ -65,7 +68,7 @@ def is_member(obj):
 
 
 def with_membership(objects, set_id):
-    """The objects with ``part-of`` set (Nodes left as they are); inputs are not modified."""
+    """The objects with ``part-of`` and ``managed-by`` set (Nodes left as they are); inputs are not modified."""
     out = []
     for obj in objects or []:
         if is_member(obj):
@@ -73,6 +76,7 @@ def with_membership(objects, set_id):
             meta = dict(obj.get("metadata") or {})
             labels = dict(meta.get("labels") or {})
             labels[PART_OF_LABEL] = set_id
+            labels[MANAGED_BY_LABEL] = MANAGED_BY
             meta["labels"] = labels
             obj["metadata"] = meta
         out.append(obj)

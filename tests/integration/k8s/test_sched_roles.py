@@ -300,3 +300,12 @@ def test_bad_variables_fail_early_with_a_clear_message(installed_collection, tmp
     rc, output, data = plan_roles(tmp_path, evars, installed_collection, roles=roles)
     assert rc != 0 and data is None
     assert message in " ".join(output.split()), output[-3000:]
+
+
+def test_every_object_carries_one_managed_by_value(planned):
+    """The recommended label app.kubernetes.io/managed-by
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/): gpuops.platform on every
+    object of every scheduling role."""
+    missing = sorted("%s %s" % (o["kind"], o["metadata"]["name"]) for o in _objects(planned.data)
+                     if (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") != "gpuops.platform")
+    assert _objects(planned.data) and missing == []

@@ -37,7 +37,8 @@ def test_group_kinds_as_kubectl_writes_them():
 def test_membership_labels_all_but_nodes_and_copies():
     original = [obj("Namespace", "team-a", labels={"keep": "me"}), obj("Node", "gpu-a")]
     out = aset.with_membership(original, SET)
-    assert out[0]["metadata"]["labels"] == {"keep": "me", aset.PART_OF_LABEL: SET}
+    assert out[0]["metadata"]["labels"] == {"keep": "me", aset.PART_OF_LABEL: SET,
+                                            "app.kubernetes.io/managed-by": "gpuops.platform"}
     assert "labels" not in out[1]["metadata"]
     assert original[0]["metadata"]["labels"] == {"keep": "me"}
 
