@@ -82,6 +82,9 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert "metadata.labels.nvidia.com/device-plugin.config" in owners["gpuops-platform"]
         assert "metadata.labels.nvidia.com/device-plugin.config" not in owners.get("kubectl-label", set())
         assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "gpu-a"
+        # The GitOps tools' annotations belong to render mode: none reaches a live Node
+        # (ObjectMeta.annotations, API reference: the applied configuration is what the manager owns).
+        assert not [k for k in node["metadata"].get("annotations") or {} if "argoproj.io" in k or "fluxcd.io" in k]
         # Taints merged, not replaced.
         assert {"key": "gpu", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
         assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in node["spec"]["taints"]
@@ -92,8 +95,11 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         # Without --diff too, what the apply created is told from what it changed (the seeded nodes).
         assert "80 gpu_tenants: 8 objects, changed (objects: 8 created)" in said
         assert "30 gpu_nodes: 2 objects, changed (objects: 2 changed)" in said
-        # Clean against the pinned kubernetes.core: nothing deprecated is used.
+        # Clean against the pinned kubernetes.core: nothing deprecated is used, and a run with nothing wrong
+        # prints no warning; the API server sent no deprecation Warning header (299, see fake_apiserver).
         assert "DEPRECATION" not in first.output
+        assert "[WARNING]" not in first.output, [ln for ln in first.output.splitlines() if "WARNING" in ln]
+        assert api.warnings == []
 
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
         second = run(tmp_path, api, "second", collections=installed_collection)
@@ -103,6 +109,7 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert "80 gpu_tenants: 8 objects, unchanged (objects: 8 unchanged)" in said
         assert "30 gpu_nodes: 2 objects, unchanged (objects: 2 unchanged)" in said
         assert {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()} == rv
+        assert "[WARNING]" not in second.output, [ln for ln in second.output.splitlines() if "WARNING" in ln]
 
         # ... and is needed: the same apply without force is a conflict once another manager owns the label.
         handler = api.objects[("v1", "nodes", "", "gpu-a")]
