@@ -13,6 +13,8 @@ import yaml
 from k8s_support import DEFAULT_K8S_VERSION, check_helm_values, load_facts, validate_builtin, validate_objects
 from sched_support import fleet, plan_roles
 
+ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"
+
 pytestmark = pytest.mark.slow
 
 # The reference chart of each role's release.
@@ -309,3 +311,28 @@ def test_every_object_carries_one_managed_by_value(planned):
     missing = sorted("%s %s" % (o["kind"], o["metadata"]["name"]) for o in _objects(planned.data)
                      if (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") != "gpuops.platform")
     assert _objects(planned.data) and missing == []
+
+
+@pytest.mark.parametrize("role,path", [("kuberay", ["image"]), ("kueue", ["controllerManager", "manager", "image"])])
+def test_an_image_tag_is_honoured_without_a_repository(installed_collection, tmp_path, role, path):
+    """A variable never silently does nothing: the tag alone goes into the chart's values (the repository stays the
+    chart's), the repository alone keeps the chart's tag. Helm values of the pinned charts (shared reference), not an
+    API object: the Container's image field (API reference, Container v1 core) is built from them by the chart."""
+    def image(extra):
+        workdir = tmp_path / str(len(list(tmp_path.iterdir())))
+        workdir.mkdir()
+        rc, output, data = plan_roles(workdir,
+                                      dict(ALL_ON, gpuops_k8s_capacity=fleet(HOSTS), **extra), installed_collection,
+                                      roles=[role])
+        assert rc == 0, output[-3000:]
+        values = data[role]["release"]["values"]
+        for key in path:
+            values = values.get(key) or {}
+        return values
+
+    pinned = yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text())[role + "_image_tag"]
+    assert image({role + "_image_tag": "v9.9.9"}) == {"tag": "v9.9.9"}
+    assert image({}) == {"tag": pinned}
+    assert image({role + "_image_repository": "registry.example.com/x"}) == {"repository": "registry.example.com/x",
+                                                                              "tag": pinned}
+    assert image({role + "_image_tag": ""}) == {}
