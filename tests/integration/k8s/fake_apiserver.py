@@ -358,8 +358,8 @@ class FakeAPIServer:
     def _stored_as(self, gv, plural):
         """The group/version an object is kept under: every version of a kind is a view of one object."""
         group = gv.rpartition("/")[0]
-        views = [v for v in self._group_versions() if v.rpartition("/")[0] == group
-                 and any(p == plural for p, k, n in self._resources(v))]
+        views = [v for v in self._group_versions() if v.rpartition("/")[0] == group and
+                 any(p == plural for p, k, n in self._resources(v))]
         best = max((v.rpartition("/")[2] for v in views), key=_version_key, default=None)
         return ("%s/%s" % (group, best) if group else best) if best else gv
 
