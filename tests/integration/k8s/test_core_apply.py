@@ -227,8 +227,11 @@ def test_a_dropped_tenant_is_pruned_a_foreign_object_never_and_check_mode_only_l
         assert "ResourceQuota team-b/gpuops-tenant" in flat and "Namespace team-b" in flat
         assert "planned" in flat
 
+        # A finalizer holds team-b's LimitRange: deleted, its namespace stays Terminating until it clears
+        # (ObjectMeta.deletionTimestamp and finalizers, API reference).
+        api.objects[("v1", "limitranges", "team-b", "gpuops-tenant")]["metadata"]["finalizers"] = ["example.com/hold"]
         run(tmp_path, api, "one", collections=installed_collection)
-        assert api.get("Namespace", "team-b") is None
+        assert api.get("Namespace", "team-b")["metadata"]["deletionTimestamp"]
         assert api.get("ResourceQuota", "gpuops-tenant", "team-b") is None
         assert api.get("ResourceQuota", "gpuops-tenant", "team-c") is None
         assert api.get("Namespace", "team-c") is not None, "a namespace with a foreign object was deleted"
@@ -236,6 +239,13 @@ def test_a_dropped_tenant_is_pruned_a_foreign_object_never_and_check_mode_only_l
         assert api.get("ResourceQuota", "gpuops-tenant", "team-a") is not None
         # Nodes are never members, so never pruned.
         assert api.get("Node", "gpu-a") is not None and PART_OF not in api.get("Node", "gpu-a")["metadata"]["labels"]
+
+        # While team-b finalizes, a run sends no DELETE, changes nothing and says it is still finalizing.
+        del api.requests[:]
+        again = run(tmp_path, api, "two", collections=installed_collection)
+        assert "changed=0" in recap(again), recap(again)
+        assert not [r for r in api.requests if r[0] == "DELETE"]
+        assert "still finalizing 2 (LimitRange team-b/gpuops-tenant (being deleted since" in " ".join(again.output.split())
 
 
 def test_a_layer_without_releases_never_acts_on_an_earlier_applys_helm_plans(tmp_path, installed_collection):
