@@ -281,6 +281,9 @@ BAD = [
      "ClusterQueue a sets quota on flavor a100, which is not one of the ResourceFlavors"),
     (["kueue"], {"kueue_tenant_cluster_queues": False, "gpu_tenants_list": [{"name": "team-a", "kueue_cluster_queue": "team-a"}]},
      "tenant team-a uses kueue_cluster_queue team-a, which is not one of the ClusterQueues (gpu-fleet); define it in kueue_cluster_queues"),
+    # A variable that would silently do nothing beside another is refused.
+    (["kueue"], {"kueue_default_cluster_queue": "all", "kueue_cluster_queues": [{"name": "a"}]},
+     "kueue: kueue_default_cluster_queue (all) names the one ClusterQueue made when kueue_cluster_queues is empty"),
     (["kueue"], {"kueue_cohort": "", "gpu_tenants_list": [{"name": "team-a", "kueue_cluster_queue": "team-a"}]},
      "the tenant ClusterQueues team-a have no quota of their own and borrow from the cohort; set kueue_cohort"),
     (["kuberay"], {"kuberay_worker_min_replicas": -1},
