@@ -1,0 +1,118 @@
+"""gpu_monitoring's plan checks and autoscalers, and the adapter's rules (plugin_utils/gpu_monitoring.py)."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.gpuops.platform.plugins.filter import gpu_monitoring as filters
+from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_monitoring as plan
+
+ROLE = Path(__file__).resolve().parents[4] / "roles" / "gpu_monitoring"
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+ALERTS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["gpu_monitoring__alert_names"]
+TENANTS = [{"name": "team-a"}, {"name": "team-b", "namespace": "b-inference"}]
+
+
+def settings(**changes):
+    out = dict((name, DEFAULTS[name]) for name in plan.SETTINGS)
+    out.update(changes)
+    return out
+
+
+def scaler(**changes):
+    out = {"tenant": "team-a", "deployment": "web", "max_replicas": 4, "target": 70}
+    out.update(changes)
+    return plan.autoscalers([out], TENANTS)
+
+
+def test_the_role_defaults_and_good_autoscalers_are_valid():
+    good = plan.autoscalers([{"tenant": "team-a", "deployment": "web", "max_replicas": 4, "target": 70},
+                             {"namespace": "shared", "deployment": "ocr", "min_replicas": 2, "max_replicas": 2, "target": "20Gi"},
+                             {"tenant": "team-b", "deployment": "emb", "max_replicas": 3, "target": "500m",
+                              "metric": "gpu_memory_used_bytes"}], TENANTS)
+    assert plan.errors(settings(), ALERTS, good, True) == []
+    assert filters.gpu_monitoring_errors(settings(), ALERTS, [], False) == []
+
+
+def test_every_setting_checked_is_a_variable_of_the_role():
+    assert set(plan.SETTINGS) <= set(DEFAULTS)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"gpu_monitoring_rules": "maybe"}, "gpu_monitoring_rules must be auto, true or false, got 'maybe'"),
+    ({"gpu_monitoring_namespace": "Monitoring"}, "gpu_monitoring_namespace 'Monitoring' is not a DNS label"),
+    ({"gpu_monitoring_counters_configmap": "-x"}, "gpu_monitoring_counters_configmap '-x' is not a DNS-1123 subdomain"),
+    ({"gpu_monitoring_node_label": 'Hostname"} or vector(1) #'},
+     "gpu_monitoring_node_label 'Hostname\"} or vector(1) #' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
+    ({"gpu_monitoring_exporter_job": 'x"}'}, "gpu_monitoring_exporter_job 'x\"}' may hold only letters, digits and _.:/-"),
+    ({"gpu_monitoring_idle_for": "an hour"}, "gpu_monitoring_idle_for 'an hour' is not a Prometheus duration such as 5m or 1h"),
+    ({"gpu_monitoring_throttle_ratio": 2}, "gpu_monitoring_throttle_ratio must be a number above 0 and at most 1, got 2"),
+    ({"gpu_monitoring_gpu_temp_threshold": True}, "gpu_monitoring_gpu_temp_threshold must be a number above 0 and at most 150, got True"),
+    ({"gpu_monitoring_idle_threshold": "5%"}, "gpu_monitoring_idle_threshold must be a number above 0 and at most 100, got '5%'"),
+    ({"gpu_monitoring_idle_threshold": 0}, "gpu_monitoring_idle_threshold must be a number above 0 and at most 100, got 0"),
+    ({"gpu_monitoring_alerts_disabled": ["GPUOnFire", "DCGMExporterDown"]},
+     "gpu_monitoring_alerts_disabled names unknown alerts GPUOnFire; the alerts are " + ", ".join(ALERTS)),
+    ({"gpu_monitoring_xid_classes": [{"xid": 48, "severity": "critical", "meaning": "bad; meaning"}]},
+     "gpu_monitoring_xid_classes entry {'xid': 48, 'severity': 'critical', 'meaning': 'bad; meaning'} needs xid"),
+    ({"gpu_monitoring_xid_classes": [{"xid": True, "severity": "critical", "meaning": "DBE"}]}, "gpu_monitoring_xid_classes entry"),
+    ({"gpu_monitoring_xid_other_severity": "loud"}, "gpu_monitoring_xid_other_severity must be critical, warning or info"),
+    ({"gpu_monitoring_runbook_url": "https://x/{alert}/{alert}"}, "gpu_monitoring_runbook_url 'https://x/{alert}/{alert}' must be"),
+    ({"gpu_monitoring_selector_labels": {"release": 1}},
+     "gpu_monitoring_selector_labels: 'release': 1 is not a valid Kubernetes label (values are strings; quote \"1\")"),
+    ({"gpu_monitoring_dashboard_labels": {}}, "gpu_monitoring_dashboard_labels must be the one label the Grafana sidecar selects"),
+    ({"gpu_monitoring_extra_counters": [{"name": "DCGM_FI_DEV_FAN_SPEED", "type": "gauge", "help": "fan, speed"}]},
+     "gpu_monitoring_extra_counters entry"),
+    ({"gpu_monitoring_extra_counters": [{"name": "FAN", "type": "gauge"}]}, "gpu_monitoring_extra_counters entry {'name': 'FAN', 'type': 'gauge'} needs name (DCGM_FI_*)"),
+])
+def test_each_bad_setting_is_named_alone(changes, message):
+    found = plan.errors(settings(**changes), ALERTS, [], False)
+    assert len(found) == 1 and found[0].startswith("gpu_monitoring: " + message), found
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"tenant": "team-z"}, "autoscaler for team-z/web: set namespace, or tenant to a name in gpu_tenants_list (got tenant 'team-z')"),
+    ({"tenant": None, "namespace": "Bad"}, "autoscaler for Bad/web: namespace is not a DNS label"),
+    ({"deployment": "Web!"}, "autoscaler for team-a/Web!: deployment must be a Deployment name"),
+    ({"metric": "gpu_temp"}, "metric 'gpu_temp' is not one the adapter exposes (gpu_utilization, gpu_memory_used_bytes)"),
+    ({"min_replicas": 3, "max_replicas": 2}, "team-a/web: min_replicas (default 1) and max_replicas must be integers"),
+    ({"max_replicas": True}, "team-a/web: min_replicas (default 1) and max_replicas must be integers"),
+    ({"target": "-1"}, "team-a/web: target must be a positive quantity (average per pod, e.g. 60 or 20Gi), got '-1'"),
+    ({"target": "0.0"}, "team-a/web: target must be a positive quantity"),
+    ({"target": True}, "team-a/web: target must be a positive quantity"),
+])
+def test_each_bad_autoscaler_is_named(changes, message):
+    found = plan.errors(settings(), ALERTS, scaler(**changes), True)
+    assert len(found) == 1 and message in found[0] and found[0].startswith("gpu_monitoring: autoscaler for "), found
+
+
+def test_a_deployment_listed_twice_and_a_missing_adapter_are_reported():
+    twice = scaler() + scaler(target="2Gi")
+    assert plan.errors(settings(), ALERTS, twice, True) == ["gpu_monitoring: autoscaler for team-a/web: listed twice"]
+    (found,) = plan.errors(settings(), ALERTS, scaler(), False)
+    assert "set prometheus_adapter_enabled: true" in found
+
+
+def test_problems_are_all_reported_in_the_order_of_the_settings():
+    found = plan.errors(settings(gpu_monitoring_rules="x", gpu_monitoring_idle_for="1 h"), ALERTS, scaler(tenant="nobody"), False)
+    assert [f.split(" ")[1] for f in found] == ["gpu_monitoring_rules", "gpu_monitoring_idle_for", "autoscaler",
+                                                "gpu_monitoring_autoscalers"]
+
+
+def test_autoscalers_resolve_tenants_and_fill_in_defaults():
+    got = filters.gpu_monitoring_autoscalers([{"tenant": "team-b", "deployment": "a", "max_replicas": 2, "target": 1},
+                                              {"namespace": "ns", "tenant": "team-a", "deployment": "b", "metric": "x",
+                                               "min_replicas": 2, "max_replicas": 3, "target": 1},
+                                              {"tenant": "nobody", "deployment": "c", "max_replicas": 1, "target": 1}], TENANTS)
+    assert [(a["namespace"], a["metric"], a["min_replicas"]) for a in got] == [
+        ("b-inference", "gpu_utilization", 1), ("ns", "x", 2), ("", "gpu_utilization", 1)]
+    assert got[0]["tenant"] == "team-b" and plan.autoscalers(None, None) == []
+
+
+def test_adapter_rules_expose_each_recording_rule_per_pod():
+    rules = filters.prometheus_adapter_rules()
+    assert [r["seriesQuery"] for r in rules] == ['pod:dcgm_gpu_utilization:avg{namespace!="",pod!=""}',
+                                                'pod:dcgm_gpu_memory_used_bytes:sum{namespace!="",pod!=""}']
+    assert [r["name"] for r in rules] == [{"matches": "^pod:dcgm_(.+):avg$", "as": "${1}"},
+                                         {"matches": "^pod:dcgm_(.+):sum$", "as": "${1}"}]
+    assert filters.prometheus_adapter_rules([["x", "max"]])[0]["seriesQuery"].startswith("pod:dcgm_x:max{")
+    assert [name for name, dummy in plan.ADAPTER_METRICS] == ["gpu_utilization", "gpu_memory_used_bytes"]
