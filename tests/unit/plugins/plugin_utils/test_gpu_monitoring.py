@@ -9,7 +9,8 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_monitor
 
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "gpu_monitoring"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-ALERTS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["gpu_monitoring__alert_names"]
+VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+ALERTS = VARS["gpu_monitoring__alert_names"]
 TENANTS = [{"name": "team-a"}, {"name": "team-b", "namespace": "b-inference"}]
 
 
@@ -34,8 +35,9 @@ def test_the_role_defaults_and_good_autoscalers_are_valid():
     assert filters.gpu_monitoring_errors(settings(), ALERTS, [], False) == []
 
 
-def test_every_setting_checked_is_a_variable_of_the_role():
+def test_every_setting_checked_is_a_variable_of_the_role_and_the_role_hands_each_over():
     assert set(plan.SETTINGS) <= set(DEFAULTS)
+    assert sorted(VARS["gpu_monitoring__checked"]) == sorted(plan.SETTINGS)
 
 
 @pytest.mark.parametrize("changes, message", [
