@@ -64,7 +64,8 @@ def test_every_setting_checked_is_a_variable_of_the_role_and_the_role_hands_each
     ({"gpu_monitoring_dashboard_labels": {}}, "gpu_monitoring_dashboard_labels must be the one label the Grafana sidecar selects"),
     ({"gpu_monitoring_extra_counters": [{"name": "DCGM_FI_DEV_FAN_SPEED", "type": "gauge", "help": "fan, speed"}]},
      "gpu_monitoring_extra_counters entry"),
-    ({"gpu_monitoring_extra_counters": [{"name": "FAN", "type": "gauge"}]}, "gpu_monitoring_extra_counters entry {'name': 'FAN', 'type': 'gauge'} needs name (DCGM_FI_*)"),
+    ({"gpu_monitoring_extra_counters": [{"name": "FAN", "type": "gauge"}]},
+     "gpu_monitoring_extra_counters entry {'name': 'FAN', 'type': 'gauge'} needs name (DCGM_FI_*)"),
 ])
 def test_each_bad_setting_is_named_alone(changes, message):
     found = plan.errors(settings(**changes), ALERTS, [], False)
@@ -112,9 +113,9 @@ def test_autoscalers_resolve_tenants_and_fill_in_defaults():
 
 def test_adapter_rules_expose_each_recording_rule_per_pod():
     rules = filters.prometheus_adapter_rules()
-    assert [r["seriesQuery"] for r in rules] == ['pod:dcgm_gpu_utilization:avg{namespace!="",pod!=""}',
-                                                'pod:dcgm_gpu_memory_used_bytes:sum{namespace!="",pod!=""}']
-    assert [r["name"] for r in rules] == [{"matches": "^pod:dcgm_(.+):avg$", "as": "${1}"},
-                                         {"matches": "^pod:dcgm_(.+):sum$", "as": "${1}"}]
+    assert [r["seriesQuery"] for r in rules] == [
+        'pod:dcgm_gpu_utilization:avg{namespace!="",pod!=""}', 'pod:dcgm_gpu_memory_used_bytes:sum{namespace!="",pod!=""}']
+    assert [r["name"] for r in rules] == [
+        {"matches": "^pod:dcgm_(.+):avg$", "as": "${1}"}, {"matches": "^pod:dcgm_(.+):sum$", "as": "${1}"}]
     assert filters.prometheus_adapter_rules([["x", "max"]])[0]["seriesQuery"].startswith("pod:dcgm_x:max{")
     assert [name for name, dummy in plan.ADAPTER_METRICS] == ["gpu_utilization", "gpu_memory_used_bytes"]
