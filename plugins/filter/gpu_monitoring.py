@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_alerts
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_monitoring as plan
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
@@ -23,6 +24,11 @@ def gpu_monitoring_autoscalers(entries, tenants):
     return plan.autoscalers(entries, tenants)
 
 
+def gpu_monitoring_rule_groups(settings):
+    """The PrometheusRule groups of gpu_monitoring: recording rules, then the enabled alerts."""
+    return gpu_alerts.rule_groups(settings)
+
+
 def prometheus_adapter_rules(metrics=None):
     """prometheus-adapter custom rules for the recording rules of gpu_monitoring."""
     return plan.adapter_rules(metrics)
@@ -31,5 +37,6 @@ def prometheus_adapter_rules(metrics=None):
 FilterModule = filter_module(
     gpu_monitoring_errors,
     gpu_monitoring_autoscalers,
+    gpu_monitoring_rule_groups,
     prometheus_adapter_rules,
 )

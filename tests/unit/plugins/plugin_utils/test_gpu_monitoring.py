@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.platform.plugins.filter import gpu_monitoring as filters
+from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_alerts
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_monitoring as plan
 
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "gpu_monitoring"
@@ -119,3 +120,30 @@ def test_adapter_rules_expose_each_recording_rule_per_pod():
         {"matches": "^pod:dcgm_(.+):avg$", "as": "${1}"}, {"matches": "^pod:dcgm_(.+):sum$", "as": "${1}"}]
     assert filters.prometheus_adapter_rules([["x", "max"]])[0]["seriesQuery"].startswith("pod:dcgm_x:max{")
     assert [name for name, dummy in plan.ADAPTER_METRICS] == ["gpu_utilization", "gpu_memory_used_bytes"]
+
+
+def test_the_alerts_checked_are_the_alerts_written():
+    names = [a["alert"] for a in gpu_alerts.alerts(settings())]
+    assert sorted(set(names)) == sorted(ALERTS)
+
+
+def test_disabling_every_alert_leaves_only_the_recording_rules():
+    groups = filters.gpu_monitoring_rule_groups(settings(gpu_monitoring_alerts_disabled=ALERTS))
+    assert [g["name"] for g in groups] == ["gpuops-gpu-recording"]
+
+
+def test_alerts_follow_the_settings_and_carry_their_runbook():
+    groups = filters.gpu_monitoring_rule_groups(settings(gpu_monitoring_node_label="node_name", gpu_monitoring_gpu_temp_threshold=80,
+                                                         gpu_monitoring_alerts_disabled=["GPUAllocatedIdle"],
+                                                         gpu_monitoring_runbook_url="https://rb.example/{alert}"))
+    rules = dict((r["alert"] + r["labels"].get("xid", ""), r) for r in groups[1]["rules"])
+    assert "GPUAllocatedIdle" not in rules
+    temp = rules["GPUTemperatureHigh"]
+    assert temp["expr"] == "DCGM_FI_DEV_GPU_TEMP > 80" and temp["for"] == DEFAULTS["gpu_monitoring_temp_for"]
+    assert temp["annotations"]["runbook_url"] == "https://rb.example/gputemperaturehigh"
+    assert temp["annotations"]["summary"].endswith("on node {{ $labels.node_name }}")
+    classes = [c["xid"] for c in DEFAULTS["gpu_monitoring_xid_classes"]]
+    assert rules["GPUXidError{{ $value }}"]["expr"] == " ".join(["DCGM_FI_DEV_XID_ERRORS > 0"] + ["!= %d" % x for x in classes])
+    assert "for" not in rules["GPUFellOffTheBus"] and rules["GPUXidError%d" % classes[0]]["labels"]["severity"]
+    recorded = [r["record"] for r in groups[0]["rules"]]
+    assert ["pod:dcgm_%s:%s" % pair for pair in plan.ADAPTER_METRICS] == [r for r in recorded if r.startswith("pod:")]
