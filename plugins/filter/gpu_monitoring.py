@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_alerts
+from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_alerts, gpu_dashboards
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_monitoring as plan
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
@@ -29,6 +29,11 @@ def gpu_monitoring_rule_groups(settings):
     return gpu_alerts.rule_groups(settings)
 
 
+def gpu_monitoring_dashboards(names, node_label):
+    """The Grafana dashboards of gpu_monitoring, by name."""
+    return gpu_dashboards.dashboards(names, node_label)
+
+
 def prometheus_adapter_rules(metrics=None):
     """prometheus-adapter custom rules for the recording rules of gpu_monitoring."""
     return plan.adapter_rules(metrics)
@@ -38,5 +43,6 @@ FilterModule = filter_module(
     gpu_monitoring_errors,
     gpu_monitoring_autoscalers,
     gpu_monitoring_rule_groups,
+    gpu_monitoring_dashboards,
     prometheus_adapter_rules,
 )

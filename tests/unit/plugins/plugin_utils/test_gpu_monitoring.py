@@ -147,3 +147,19 @@ def test_alerts_follow_the_settings_and_carry_their_runbook():
     assert "for" not in rules["GPUFellOffTheBus"] and rules["GPUXidError%d" % classes[0]]["labels"]["severity"]
     recorded = [r["record"] for r in groups[0]["rules"]]
     assert ["pod:dcgm_%s:%s" % pair for pair in plan.ADAPTER_METRICS] == [r for r in recorded if r.startswith("pod:")]
+
+
+def test_dashboards_lay_stats_over_two_time_series_a_row_and_name_the_node_label():
+    boards = filters.gpu_monitoring_dashboards(VARS["gpu_monitoring__dashboard_names"], "node_name")
+    assert sorted(boards) == sorted(VARS["gpu_monitoring__dashboard_names"])
+    fleet = boards["gpu-fleet"]
+    grid = [(p["type"], p["gridPos"]["x"], p["gridPos"]["y"], p["gridPos"]["w"]) for p in fleet["panels"]][:7]
+    assert grid == [("stat", 0, 0, 6), ("stat", 6, 0, 6), ("stat", 12, 0, 6), ("stat", 18, 0, 6),
+                    ("timeseries", 0, 4, 12), ("timeseries", 12, 4, 12), ("timeseries", 0, 12, 12)]
+    assert [p["id"] for p in fleet["panels"]] == list(range(1, len(fleet["panels"]) + 1))
+    node = boards["gpu-node"]
+    assert node["panels"][0]["gridPos"]["y"] == 0 and node["uid"] == "gpuops-gpu-node"
+    assert [v["name"] for v in node["templating"]["list"]] == ["datasource", "node", "gpu"]
+    assert node["templating"]["list"][1]["query"]["query"] == "label_values(DCGM_FI_DEV_GPU_TEMP, node_name)"
+    assert node["panels"][0]["targets"][0]["legendFormat"] == "{{node_name}} {{gpu}}"
+    assert fleet["panels"][0]["targets"][0]["legendFormat"] == "__auto"
