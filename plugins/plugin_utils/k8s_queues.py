@@ -72,8 +72,9 @@ def _cluster_queue(cq, settings, fleet):
     quotas = {}
     for flavor, resources in given.items():
         units = sum(to_int(v) for k, v in resources.items() if re.match(r"nvidia\.com/", to_str(k)))
-        quotas[flavor] = dict({"cpu": units * to_int(settings["cpu_per_gpu"]),
-                               "memory": "%dGi" % (units * to_int(settings["memory_gib_per_gpu"]))}, **resources)
+        quotas[flavor] = {"cpu": units * to_int(settings["cpu_per_gpu"]),
+                          "memory": "%dGi" % (units * to_int(settings["memory_gib_per_gpu"]))}
+        quotas[flavor].update(resources)
     return {
         "name": cq.get("name"),
         "cohort": cq.get("cohort", settings["cohort"]),
