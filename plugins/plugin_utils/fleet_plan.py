@@ -54,6 +54,10 @@ DEFAULTS = {
 }
 
 
+# What an unexpected shape in one host's facts can raise in the planners below.
+HOST_FAILURES = (AttributeError, IndexError, KeyError, TypeError, ValueError, ArithmeticError, RecursionError)
+
+
 class FleetPlanError(Exception):
     """A problem with the fleet's shared settings (not one host's)."""
 
@@ -174,7 +178,9 @@ def plan_health(facts):
 def plan_fabric(settings, facts):
     switches = facts.get("nvswitch_count") or 0
     wanted = str(settings["nvidia_driver_fabricmanager"]).lower()
-    states = sorted(set((g.get("fabric") or {}).get("state") for g in facts.get("gpus") or [] if g.get("fabric")))
+    # nvml_facts records a state NVML did not report as null: "unknown" in the plan
+    states = sorted(set((g.get("fabric") or {}).get("state") or "unknown" for g in facts.get("gpus") or []
+                        if g.get("fabric")))
     warnings = []
     if wanted not in FABRICMANAGER_CHOICES:
         return ({"nvswitches": switches, "fabric_manager": None, "fabric_states": states},
@@ -343,8 +349,16 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
     for name, hostvars in hosts:
         settings = host_settings(hostvars, name)
         path = settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name)
-        host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
-                         keep)
+        try:
+            host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
+                             keep)
+        except HOST_FAILURES as exc:
+            # One host's facts never stop the fleet: what its facts broke is that host's error.
+            host = {"host": name, "facts_file": path, "valid": False, "present": False, "gpu_count": 0,
+                    "gpu_models": {}, "driver": None, "mig": None, "health": None, "fabric": None, "capacity": None,
+                    "node": settings["node_name"], "warnings": [],
+                    "errors": ["the facts in %s cannot be planned (%s: %s): check the file against nvml_facts' "
+                               "output, record it again, and report this with the file" % (path, type(exc).__name__, exc)]}
         other = seen_nodes.setdefault(host["node"], name)
         if other != name:
             host["errors"].append("Kubernetes node name %s is also used by host %s" % (host["node"], other))
