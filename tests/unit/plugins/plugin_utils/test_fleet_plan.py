@@ -239,3 +239,33 @@ def test_driver_plan_compares_versions_part_by_part_as_numbers(wanted, action):
     out, errors = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version=wanted), fixture("hgx-h100"))
     assert errors == [] and out["installed"] == "570.172.08"
     assert out["action"] == action
+
+
+# --- one host's facts never stop the fleet --------------------------------------
+
+def test_a_fabric_state_null_beside_completed_is_unknown(tmp_path):
+    facts = fixture("hgx-h100")
+    gpus = (facts.get("ansible_facts", {}).get("nvidia") or facts)["gpus"]
+    gpus[0]["fabric"] = {"state": "completed", "status": "success", "clique_id": 0, "cluster_uuid": None,
+                         "degraded_bandwidth": False}
+    gpus[1]["fabric"] = {"state": None, "status": None, "clique_id": None, "cluster_uuid": None,
+                         "degraded_bandwidth": None}
+    out = plan(tmp_path, {"a": (facts, {})})
+    assert out["hosts"]["a"]["fabric"]["fabric_states"] == ["completed", "unknown"]
+
+
+def test_a_host_whose_facts_break_the_planner_is_that_hosts_error(tmp_path, monkeypatch):
+    real = fp.plan_fabric
+
+    def broken(settings, facts):
+        if facts.get("driver_version") == "999.99":
+            raise TypeError("'<' not supported between instances of 'NoneType' and 'str'")
+        return real(settings, facts)
+    monkeypatch.setattr(fp, "plan_fabric", broken)
+    bad = fixture("hgx-h100")
+    (bad.get("ansible_facts", {}).get("nvidia") or bad)["driver_version"] = "999.99"
+    out = plan(tmp_path, {"bad": (bad, {}), "good": ("hgx-h100", {})})
+    assert out["hosts"]["good"]["valid"] and not out["hosts"]["bad"]["valid"]
+    error = out["hosts"]["bad"]["errors"][0]
+    assert str(tmp_path / "bad.json") in error and "TypeError" in error and "record it again" in error
+    assert out["summary"]["hosts_invalid"] == ["bad"] and out["errors"][0].startswith("bad: ")
