@@ -3,7 +3,8 @@
     python tests/fuzz/run_atheris.py TARGET WORK_DIR [libFuzzer options, e.g. -max_total_time=600]
 
 Starts from the target's seeds (fixtures, upstream reference files, regression
-corpus) copied into WORK_DIR/corpus, where the inputs it finds go too. An
+corpus) copied into WORK_DIR/corpus, where the inputs it finds go too; it
+mutates them with libFuzzer's mutators and by structure (mutations.py). An
 input that breaks the rule (tests/fuzz/targets.py) is saved as
 WORK_DIR/crash-<sha1> with WORK_DIR/crash-<sha1>.txt saying how, once per
 place it fails at, and the run goes on to find the others. Move such an input
@@ -12,12 +13,14 @@ parser, and the suite replays it from then on.
 """
 import hashlib
 import os
+import random
 import sys
 import traceback
 
 import atheris
 
 with atheris.instrument_imports(include=["ansible_collections.gpuops", "tomlkit", "yaml", "json"]):
+    import mutations
     import targets
 
 
@@ -56,9 +59,18 @@ def main():
                 handle.write("%s\n%s\n\n%s" % (where, exc, "".join(traceback.format_exception(exc.__cause__ or exc))))
             print("\n==== new failure (%s): %s\n%s\n" % (where, path, str(exc)[:500]), file=sys.stderr)
 
+    def custom_mutator(data, max_size, seed):
+        # Some of the time by structure (a document's values, a TOML file's table order), else libFuzzer's own.
+        rng = random.Random(seed)
+        if rng.random() < 0.4:
+            mutated = mutations.mutate(data, rng, rng.randint(1, 3))
+            if mutated is not None and len(mutated) <= max_size:
+                return mutated
+        return atheris.Mutate(data, max_size)
+
     args = [sys.argv[0], "-rss_limit_mb=2048", "-timeout=%d" % int(targets.TIME_LIMIT_S * 2),
             "-max_len=%d" % targets.SIZE_LIMIT, "-artifact_prefix=%s/" % work] + sys.argv[3:] + [corpus]
-    atheris.Setup(args, one_input)
+    atheris.Setup(args, one_input, custom_mutator=custom_mutator)
     atheris.Fuzz()
 
 

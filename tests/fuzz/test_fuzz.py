@@ -6,18 +6,16 @@ Two parts, on every run:
   ever broke a parser with, replayed as it is;
 * a derandomized Hypothesis pass per target that mutates its seeds (fixtures,
   upstream reference files, the corpus): bytes flipped, cut, repeated and
-  spliced, and for JSON and YAML seeds a value of the document replaced by
-  another of any type.
+  spliced, or by structure (tests/fuzz/mutations.py): a value of a JSON or
+  YAML document replaced by one of any type, a TOML table moved out of order.
 
 The long, coverage-guided run is ``make fuzz`` (tests/fuzz/run_atheris.py).
 """
-import json
-
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import mutations
 import targets
 
 # A fixed budget: derandomized, so every run tries the same inputs.
@@ -104,69 +102,14 @@ def byte_mutation(draw, seed):
     return bytes(data)
 
 
-_ANY = st.recursive(st.none() | st.booleans() | st.integers(-2, 2 ** 40) | st.floats(allow_nan=False)
-                    | st.text(max_size=12) | st.sampled_from(["0,1,2,3", "enabled", "1g.10gb", "completed", ""]),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                    max_leaves=6)
-
-
-def _paths(value, prefix=()):
-    yield prefix
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, prefix + (key,))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _paths(item, prefix + (index,))
-
-
-@st.composite
-def value_mutation(draw, document):
-    """``document`` with one value (anywhere in it) replaced by a value of any type, or a key dropped."""
-    paths = list(_paths(document))[1:]
-    if not paths:
-        return draw(_ANY)
-    path = draw(st.sampled_from(paths))
-    doc = json.loads(json.dumps(document))
-    node = doc
-    for key in path[:-1]:
-        node = node[key]
-    if isinstance(node, dict) and draw(st.booleans()) and draw(st.booleans()):
-        del node[path[-1]]
-    else:
-        node[path[-1]] = draw(_ANY)
-    return doc
-
-
-def _structured(name):
-    """The seeds of ``name`` that are JSON or YAML documents, loaded (with how to write them back)."""
-    out = []
-    for seed in _seeds(name):
-        try:
-            out.append((json.loads(seed), lambda d: json.dumps(d).encode()))
-            continue
-        except ValueError:
-            pass
-        if name in ("mig_parted", "inventory_variables"):
-            try:
-                doc = yaml.safe_load(seed)
-            except yaml.YAMLError:
-                continue
-            if isinstance(doc, (dict, list)):
-                out.append((json.loads(json.dumps(doc, default=str)), lambda d: yaml.safe_dump(d).encode()))
-    return out
-
-
 @st.composite
 def fuzz_input(draw, name):
-    structured = _structured(name)
-    if structured and draw(st.booleans()):
-        document, dump = draw(st.sampled_from(structured))
-        for _ in range(draw(st.integers(1, 3))):
-            document = draw(value_mutation(document))
-        return dump(document)
     seeds = _seeds(name)
     seed = draw(st.sampled_from(seeds))
+    if draw(st.booleans()):  # by structure: a document's values, a TOML file's table order
+        mutated = mutations.mutate(seed, draw(st.randoms(use_true_random=False)), draw(st.integers(1, 3)))
+        if mutated is not None:
+            return mutated
     if draw(st.integers(0, 5)) == 0:  # splice two seeds: a main config and a drop-in, two documents
         seed = seed + targets.SEPARATOR + draw(st.sampled_from(seeds))
     return draw(byte_mutation(seed))
