@@ -73,6 +73,33 @@ def host_settings(hostvars, name):
     return out
 
 
+# What each setting may be (None: the role's default), and the inventory variable it comes from.
+SETTING_KINDS = {
+    "nvidia_driver_state": (str,), "nvidia_driver_branch": (str, int), "nvidia_driver_version": (str, int, float),
+    "nvidia_driver_fabricmanager": (str, bool), "mig_config_name": (str,), "mig_config": (dict,),
+    "mig_config_file": (str,), "replay_file": (str,), "node_name": (str,), "device_plugin_config": (str,),
+    "labels": (dict,),
+}
+SETTING_VARIABLES = {"replay_file": "gpuops_nvml_replay_file", "node_name": "gpu_nodes_node_name",
+                     "device_plugin_config": "gpu_nodes_device_plugin_config", "labels": "gpu_nodes_host_labels"}
+
+
+def check_settings(settings):
+    """Problems with the types of one host's variables, each naming the variable and the value."""
+    errors = []
+    for key, kinds in sorted(SETTING_KINDS.items()):
+        value = settings.get(key)
+        if value is None or isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
+            continue
+        errors.append("%s must be %s, got %s %r" % (SETTING_VARIABLES.get(key, key), " or ".join(
+            {str: "a string", int: "a number", float: "a number", bool: "true or false", dict: "a mapping"}[k]
+            for k in kinds if k is not float), type(value).__name__, value))
+    labels = settings.get("labels")
+    if isinstance(labels, dict) and not all(isinstance(k, str) for k in labels):
+        errors.append("gpu_nodes_host_labels must map label names (strings) to values, got %r" % (labels,))
+    return errors
+
+
 # ---------------------------------------------------------------------------
 # Facts
 # ---------------------------------------------------------------------------
@@ -274,6 +301,10 @@ def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config
     host = {"host": name, "facts_file": facts_path, "valid": True, "errors": [], "warnings": [],
             "present": False, "gpu_count": 0, "gpu_models": {}, "driver": None, "mig": None, "health": None,
             "fabric": None, "capacity": None, "node": settings["node_name"]}
+    errors = check_settings(settings)
+    if errors:
+        host.update(errors=errors, valid=False, node=settings["node_name"] if isinstance(settings["node_name"], str) else name)
+        return host
     facts, error = load_facts(facts_path)
     if error:
         host["errors"].append(error)
@@ -357,8 +388,9 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
             host = {"host": name, "facts_file": path, "valid": False, "present": False, "gpu_count": 0,
                     "gpu_models": {}, "driver": None, "mig": None, "health": None, "fabric": None, "capacity": None,
                     "node": settings["node_name"], "warnings": [],
-                    "errors": ["the facts in %s cannot be planned (%s: %s): check the file against nvml_facts' "
-                               "output, record it again, and report this with the file" % (path, type(exc).__name__, exc)]}
+                    "errors": ["this host cannot be planned from its facts (%s) and variables (%s: %s): check the file "
+                               "against nvml_facts' output, record it again, and report this with the file"
+                               % (path, type(exc).__name__, exc)]}
         other = seen_nodes.setdefault(host["node"], name)
         if other != name:
             host["errors"].append("Kubernetes node name %s is also used by host %s" % (host["node"], other))

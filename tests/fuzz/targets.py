@@ -291,7 +291,7 @@ def nccl_log(data):
 
 
 def inventory_variables(data):
-    """Host variables (YAML, as in host_vars/) through the unknown and renamed variable checks."""
+    """Host variables (YAML, as in host_vars/) through the unknown and renamed variable checks, then planned."""
     try:
         variables = yaml.safe_load(_text(data))
     except (yaml.YAMLError, ValueError, RecursionError):
@@ -304,7 +304,17 @@ def inventory_variables(data):
     for name, _role, _close, _known in problems:
         if not any(name in line for line in lines):
             raise Violation("the report does not name the variable %r" % name)
-    return lines
+    # The values the fleet planner reads from the inventory (driver, MIG, labels, node name): one host's
+    # values are that host's errors, never the plan's end.
+    hostvars = dict((str(k), v) for k, v in variables.items())
+    hostvars.setdefault("gpuops_nvml_replay_file", str(FIXTURES / "nvml" / "hgx-h100.json"))
+    good = _hostvars(str(FIXTURES / "nvml" / "hgx-h100.json"))
+    plan = fleet_plan.plan_fleet([("host-a", hostvars), ("host-b", good)], None, mig_strategy="mixed")
+    if not plan["hosts"]["host-b"]["valid"]:
+        raise Violation("one host's variables stopped another host from being planned: %s"
+                        % "; ".join(plan["hosts"]["host-b"]["errors"])[:1000])
+    json.dumps(plan)
+    return [lines, plan["hosts"]["host-a"]["errors"]]
 
 
 # ---------------------------------------------------------------------------
