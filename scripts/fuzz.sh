@@ -2,7 +2,8 @@
 # The long, coverage-guided fuzz run (nightly): every target of tests/fuzz/targets.py
 # for FUZZ_SECONDS (600) each with atheris, in .venv-fuzz. Fails when any input
 # broke the rule; each one is kept in $FUZZ_DIR/<target>/crash-* with a .txt
-# saying how. Pick targets with FUZZ_TARGETS="containerd_v2 crio".
+# saying how (timeout-*, oom-*: libFuzzer's own limits, 10 s and 2 GiB an input).
+# Pick targets with FUZZ_TARGETS="containerd_v2 crio".
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
@@ -20,9 +21,11 @@ for target in $targets; do
   (cd tests/fuzz && "$FUZZ_VENV/bin/python" run_atheris.py "$target" "$out/$target" -max_total_time="$seconds" \
     >"$out/$target.log" 2>&1)
   tail -n 2 "$out/$target.log" | grep -E '^(#|Done)' || true
-  if compgen -G "$out/$target/crash-*" >/dev/null; then
+  # crash-*: an input broke the rule (with a .txt); timeout-*, oom-*: libFuzzer stopped a slow or huge run.
+  if compgen -G "$out/$target/crash-*" >/dev/null || compgen -G "$out/$target/timeout-*" >/dev/null ||
+    compgen -G "$out/$target/oom-*" >/dev/null; then
     failed+=("$target")
-    cat "$out/$target"/crash-*.txt
+    cat "$out/$target"/crash-*.txt 2>/dev/null
   fi
 done
 echo

@@ -83,7 +83,7 @@ def move_table(data, rng):
 def mutate(data, rng, times=1):
     """``data`` mutated by structure (a document's values, a TOML file's table order), or None if it has none."""
     loaded = _load(data)
-    for _ in range(times):
+    for dummy in range(times):
         if loaded is not None:
             document, dump = loaded
             loaded = (mutate_document(document, rng), dump)

@@ -48,7 +48,8 @@ def main():
         try:
             targets.check(name, data)
         except targets.Violation as exc:
-            where = _where(exc) if exc.__cause__ else str(exc).split(":")[1][:80]
+            # An exception: where it was raised; a broken promise (a slow run, a vague message): what it was.
+            where = _where(exc) if exc.__cause__ is not None else str(exc).partition(": ")[2][:80]
             if where in seen:
                 return
             seen.add(where)

@@ -20,27 +20,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("GPUOPS_SHARED_DIR", ROOT.parent / "shared"))
-FIXTURES = ROOT / "tests" / "fixtures"
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
 
-def _import_path():
-    """Import the collection from this checkout (as tests/conftest.py does), for the atheris runner too."""
-    base = ROOT / ".cache" / "src"
-    link = base / "ansible_collections" / "gpuops" / "platform"
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            link.symlink_to(ROOT, target_is_directory=True)
-        except FileExistsError:
-            pass
-    for path in (ROOT / "collections", base):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
+# The collection from this checkout, as for every test (tests/conftest.py sets up the path); the
+# atheris runner is no pytest run, so it is imported here too.
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+import conftest  # noqa: E402  pylint: disable=wrong-import-position
 
-
-_import_path()
+SHARED, FIXTURES = conftest.SHARED, conftest.FIXTURES
 
 import yaml  # noqa: E402
 from ansible.errors import AnsibleError  # noqa: E402

@@ -87,7 +87,7 @@ _TOKENS = [b"[", b"]", b"{", b"}", b'"', b"'", b"=", b",", b".", b"\n", b"#", b"
 @st.composite
 def byte_mutation(draw, seed):
     data = bytearray(seed)
-    for _ in range(draw(st.integers(1, 4))):
+    for dummy in range(draw(st.integers(1, 4))):
         at = draw(st.integers(0, len(data)))
         kind = draw(st.sampled_from(["insert", "delete", "replace", "repeat"]))
         size = draw(st.integers(1, 64))

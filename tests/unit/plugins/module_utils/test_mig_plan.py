@@ -222,8 +222,8 @@ def test_an_unnamed_mig_device_left_alone_is_no_kubernetes_resource():
 
 
 def test_a_mig_device_without_a_gpu_instance_id_is_never_kept():
-    node = facts(gpu(0, current="enabled", devices=[mig_device(1, "3g.40gb", 0, 4),
-                                                     dict(mig_device(0, "3g.40gb", 0, 4), gpu_instance_id=None)]))
+    unknown = dict(mig_device(0, "3g.40gb", 0, 4), gpu_instance_id=None)
+    node = facts(gpu(0, current="enabled", devices=[mig_device(1, "3g.40gb", 0, 4), unknown]))
     gp = run(node, config(mig_enabled=True, mig_devices={"3g.40gb": 2}))["gpus"][0]
     assert gp["changed"]
     assert [i["gpu_instance_id"] for i in gp["keep"]] == [1]
