@@ -356,7 +356,7 @@ def _size(value):
 def check(name, data):
     """Run target ``name`` on ``data`` under the rule; returns the result (or the error), raises Violation."""
     target, errors, names, _seeds = TARGETS[name]
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: a machine busy with other work is no slow parser
     try:
         result = target(data)
     except Violation:
@@ -373,9 +373,9 @@ def check(name, data):
         raise Violation("%s: RecursionError (%s) on a %d byte input" % (name, exc, len(data)))
     except Exception as exc:
         raise Violation("%s: %s: %s" % (name, type(exc).__name__, exc)) from exc
-    elapsed = time.monotonic() - start
+    elapsed = time.process_time() - start
     if len(data) < SIZE_LIMIT and elapsed > TIME_LIMIT_S:
-        raise Violation("%s: %.1f s on a %d byte input (the limit is %.0f s)" % (name, elapsed, len(data), TIME_LIMIT_S))
+        raise Violation("%s: %.1f s of CPU on a %d byte input (the limit is %.0f s)" % (name, elapsed, len(data), TIME_LIMIT_S))
     if not isinstance(result, Exception) and _size(result) > GROWTH_LIMIT * len(data) + 1024 * 1024:
         raise Violation("%s: a %d byte input gave a %d byte result" % (name, len(data), _size(result)))
     return result

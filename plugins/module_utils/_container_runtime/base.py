@@ -86,7 +86,7 @@ def guard_tomlkit(function, paths, *args, **kwargs):
     """``function(*args, **kwargs)``; a failure inside tomlkit becomes a LayoutError naming ``paths``."""
     try:
         return function(*args, **kwargs)
-    except _TOMLKIT_FAILURES as exc:
+    except (TOMLKitError,) + _TOMLKIT_FAILURES as exc:
         if isinstance(exc, ConfigError) or not tomlkit_failed(exc):
             raise
         raise layout_error(paths, exc)
@@ -171,12 +171,14 @@ def _invalid_toml(path, exc):
 def parse_toml(text, path):
     """Parse ``text`` (from ``path``) keeping comments and layout."""
     require_tomlkit()
+    if HAS_FAST_TOML:
+        # tomlkit accepts some invalid TOML (a table declared twice) and fails on it later, inside itself.
+        load_plain(text, path)
     try:
         doc = tomlkit.parse(text or "")
     except (TOMLKitError,) + _TOMLKIT_FAILURES as exc:
         if HAS_FAST_TOML and tomlkit_failed(exc):
-            load_plain(text, path)  # invalid TOML is said so; valid TOML tomlkit fails on is a layout problem
-            raise layout_error([path], exc)
+            raise layout_error([path], exc)  # valid TOML (checked above) that tomlkit fails on
         if isinstance(exc, (TOMLKitError, ValueError)):
             raise _invalid_toml(path, exc)
         raise
