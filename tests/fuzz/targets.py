@@ -91,6 +91,11 @@ def _flags(data):
     return {"set_as_default": bool(value & 1), "enable_cdi": bool(value & 2)}
 
 
+def _containerd_mode(data):
+    """in_place or drop_in, from the input itself like :func:`_flags`."""
+    return "drop_in" if (sum(data[:64]) if data else 0) & 4 else "in_place"
+
+
 # ---------------------------------------------------------------------------
 # Container runtimes
 # ---------------------------------------------------------------------------
@@ -103,23 +108,20 @@ def _nvidia_in(data, version):
 def _containerd(data, version):
     main, _sep, drop_in = data.partition(SEPARATOR)
     files = {CONTAINERD: _text(main), CONTAINERD_DROP_IN: _text(drop_in) if _sep else None}
-    results = []
-    for mode in ("in_place", "drop_in"):
-        plan = containerd.plan_containerd(CONTAINERD, mode=mode, config_version=version, runtime_path=NVIDIA,
-                                          reader=_reader(files), globber=_globber(files), **_flags(data))
-        # What was written must parse, and give containerd the NVIDIA runtime.
-        written = dict(files)
-        written.update((edit.path, edit.after) for edit in plan.edits)
-        loaded = dict((path, cr_base.load_plain(text, path)) for path, text in written.items() if text is not None)
-        effective = loaded[CONTAINERD]
-        if mode == "drop_in":
-            effective = containerd._merge_imported(plan.config_version, effective, loaded[CONTAINERD_DROP_IN])
-        nvidia = _nvidia_in(effective, plan.config_version)
-        if not isinstance(nvidia, dict) or (nvidia.get("options") or {}).get("BinaryName") != NVIDIA:
-            raise Violation("%s mode: the written config does not give containerd the NVIDIA runtime: %r"
-                            % (mode, nvidia))
-        results.append([(edit.path, edit.after) for edit in plan.edits])
-    return results
+    mode = _containerd_mode(data)
+    plan = containerd.plan_containerd(CONTAINERD, mode=mode, config_version=version, runtime_path=NVIDIA,
+                                      reader=_reader(files), globber=_globber(files), **_flags(data))
+    # What was written must parse, and give containerd the NVIDIA runtime.
+    written = dict(files)
+    written.update((edit.path, edit.after) for edit in plan.edits)
+    loaded = dict((path, cr_base.load_plain(text, path)) for path, text in written.items() if text is not None)
+    effective = loaded[CONTAINERD]
+    if mode == "drop_in":
+        effective = containerd._merge_imported(plan.config_version, effective, loaded[CONTAINERD_DROP_IN])
+    nvidia = _nvidia_in(effective, plan.config_version)
+    if not isinstance(nvidia, dict) or (nvidia.get("options") or {}).get("BinaryName") != NVIDIA:
+        raise Violation("%s mode: the written config does not give containerd the NVIDIA runtime: %r" % (mode, nvidia))
+    return [(edit.path, edit.after) for edit in plan.edits]
 
 
 def containerd_v2(data):
