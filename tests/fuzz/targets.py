@@ -369,7 +369,10 @@ def check(name, data):
         if names and not any(n in message for n in names):
             raise Violation("%s: the %s message does not name the input (%s): %s"
                             % (name, type(exc).__name__, " or ".join(names), message))
-        if len(message) < 20 + max([0] + [len(n) for n in names if n in message]):
+        said = message
+        for named in names:
+            said = said.replace(named, " ")
+        if len(said.split()) < 3:  # "must be v1, got 7" says it; a bare name or value does not
             raise Violation("%s: the message says nothing about what is wrong: %r" % (name, message))
     except RecursionError as exc:
         raise Violation("%s: RecursionError (%s) on a %d byte input" % (name, exc, len(data)))
