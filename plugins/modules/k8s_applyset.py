@@ -30,8 +30,8 @@ description:
     defaults) is kept unless O(prune_namespaces_with_foreign_objects) is set. C(default), C(kube-system),
     C(kube-public) and C(kube-node-lease) are never deleted. That check lists each namespaced kind once, at its
     group's preferred version (never v1 Endpoints or Events), so no deprecated API version is called.
-  - A member whose deletion began earlier (C(metadata.deletionTimestamp) set; finalizers hold it) counts as gone:
-    it is not deleted again and does not make the run changed; RV(finalizing) names it.
+  - A member whose deletion began earlier (C(metadata.deletionTimestamp) set; finalizers hold it) counts as gone.
+    It is not deleted again and does not make the run changed; RV(finalizing) names it.
   - Used by the C(gpuops.platform.k8s_apply) role after a layer's objects are applied; connection options come from
     the play's C(module_defaults) like those of kubernetes.core.
 options:
