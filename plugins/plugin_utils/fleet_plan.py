@@ -264,8 +264,8 @@ def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config
               loaded=None):
     """The plan of one host; never raises for the host's own problems.
 
-    With ``keep`` (a dict), a planned host's facts and MIG resources go there, for
-    the Kubernetes layer of the same run. ``loaded``: ``(facts, error)`` already
+    With ``keep`` (a dict), a planned host's MIG resources go there, for the
+    Kubernetes layer of the same run. ``loaded``: ``(facts, error)`` already
     read (recorded_facts.load), else the facts are read from ``facts_path``.
     """
     host = {"host": name, "facts_file": facts_path, "valid": True, "errors": [], "warnings": [],
@@ -306,7 +306,8 @@ def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config
             result = capacity.gpu_capacity([node], strategy, sharing, default_config)
             host["capacity"] = result["nodes"][settings["node_name"]]
             if keep is not None:
-                keep[name] = {"nvidia": facts, "mig_k8s_resources": node["mig_k8s_resources"]}
+                # The facts stay in their store (read again through recorded_facts): only the planned MIG resources.
+                keep[name] = {"mig_k8s_resources": node["mig_k8s_resources"]}
         except AnsibleFilterError as exc:
             host["errors"].append("Kubernetes capacity: %s" % exc)
     host["valid"] = not host["errors"]
