@@ -130,8 +130,9 @@ options:
     default: 168
   return_facts:
     description:
-      - Also return each planned host's facts and MIG resources in RV(nodes), so a later task can publish
-        them to the hosts for the Kubernetes layer of the same run.
+      - Also return each planned host's MIG resources in RV(nodes), for the Kubernetes layer of the same run
+        (C(playbooks/cluster.yml) takes them; the facts themselves it reads again from where they are recorded,
+        through M(gpuops.platform.recorded_facts)).
     type: bool
     default: false
 extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller]
@@ -231,8 +232,8 @@ report_file:
   type: str
   sample: /srv/gpuops/report/index.html
 nodes:
-  description: Per planned host, its facts (C(nvidia)) and the MIG plan's Kubernetes resources (C(mig_k8s_resources)).
+  description: Per planned host, the MIG plan's Kubernetes resources (C(mig_k8s_resources)).
   returned: when O(return_facts=true)
   type: dict
-  sample: {"l40s-01": {"nvidia": {"present": true, "gpu_count": 1, "gpus": []}, "mig_k8s_resources": null}}
+  sample: {"l40s-01": {"mig_k8s_resources": null}, "dgx-a100-01": {"mig_k8s_resources": {"mixed": {"mig-1g.10gb": 16}}}}
 """

@@ -33,6 +33,7 @@ from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as c
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
+from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts
 
 PLAN_VERSION = 1
 VERSION_RE = re.compile(r"^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$")
@@ -337,18 +338,20 @@ def blank_host(name, facts_path, node):
             "fabric": None, "capacity": None, "node": node}
 
 
-def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config, common_labels, keep=None):
+def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config, common_labels, keep=None,
+              loaded=None):
     """The plan of one host; never raises for the host's own problems.
 
-    With ``keep`` (a dict), a planned host's facts and MIG resources go there, for
-    the Kubernetes layer of the same run.
+    With ``keep`` (a dict), a planned host's MIG resources go there, for the
+    Kubernetes layer of the same run. ``loaded``: ``(facts, error)`` already
+    read (recorded_facts.load), else the facts are read from ``facts_path``.
     """
     host = blank_host(name, facts_path, settings["node_name"])
     errors = setting_type_errors(settings)
     if errors:
         host.update(errors=errors, valid=False, node=settings["node_name"] if isinstance(settings["node_name"], str) else name)
         return host
-    facts, error = load_facts(facts_path)
+    facts, error = loaded if loaded is not None else load_facts(facts_path)
     if error:
         host["errors"].append(error)
         host["valid"] = False
@@ -383,7 +386,8 @@ def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config
             result = capacity.gpu_capacity([node], strategy, sharing, default_config)
             host["capacity"] = result["nodes"][settings["node_name"]]
             if keep is not None:
-                keep[name] = {"nvidia": facts, "mig_k8s_resources": node["mig_k8s_resources"]}
+                # The facts stay in their store (read again through recorded_facts): only the planned MIG resources.
+                keep[name] = {"mig_k8s_resources": node["mig_k8s_resources"]}
         except AnsibleFilterError as exc:
             host["errors"].append("Kubernetes capacity: %s" % exc)
     host["valid"] = not host["errors"]
@@ -400,6 +404,18 @@ def _read_yaml(path):
         raise mig_config.MigConfigError(["cannot read mig_config_file %s: %s" % (path, exc)])
     except yaml.YAMLError as exc:
         raise mig_config.MigConfigError(["mig_config_file %s is neither JSON nor YAML: %s" % (path, exc)])
+
+
+def _recorded(hostvars, name, facts_dir):
+    """``(where, (facts, error))`` of a host, through the one facts source of every playbook."""
+    try:
+        where, record = recorded_facts.load(hostvars, name, facts_dir or "")
+    except recorded_facts.RecordedFactsError as exc:
+        return recorded_facts.source(hostvars, name, facts_dir or "")[1], (None, str(exc))
+    if record is None:
+        return "", (None, "no recorded facts for this host: set gpuops_fleet_facts_dir (record them with "
+                          "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache")
+    return where, (record["nvidia"], None)
 
 
 def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, default_config="", labels=None,
@@ -423,11 +439,13 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
     seen_nodes = {}
     for name, hostvars in hosts:
         settings = host_settings(hostvars, name)
-        # Normalised: inventories/demo/../../tests/x.json reads as tests/x.json in every message.
-        path = os.path.normpath(settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name))
+        path = ""
         try:
+            path, loaded = _recorded(hostvars, name, facts_dir)
+            # Normalised: inventories/demo/../../tests/x.json reads as tests/x.json in every message.
+            path = os.path.normpath(path) if path else path
             host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
-                             keep)
+                             keep, loaded)
         except HOST_FAILURES as exc:
             # One host's facts never stop the fleet: what its facts broke is that host's error.
             node = settings["node_name"] if isinstance(settings["node_name"], str) else name
