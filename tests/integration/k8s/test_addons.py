@@ -62,12 +62,18 @@ def test_the_stack_is_its_own_layer_with_the_pinned_chart(stack, shared_referenc
     assert values["alertmanager"] == {"enabled": False}
 
 
-def test_the_stack_owns_the_shared_namespace_at_the_level_node_exporter_needs(stack, shared_reference):
-    (ns,) = stack.layers["kube_prometheus_stack"]["objects"]
+def privileged_namespace(rendered, layer, name, shared_reference):
+    """The one object of an add-on layer: a valid Namespace ``name`` that enforces, audits and warns at privileged."""
+    (ns,) = rendered.layers[layer]["objects"]
     assert validate_objects([ns], shared_reference)["builtin"] == 1
-    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "monitoring"
+    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == name
     labels = ns["metadata"]["labels"]
     assert {labels["pod-security.kubernetes.io/%s" % m] for m in ("enforce", "audit", "warn")} == {"privileged"}
+    return ns
+
+
+def test_the_stack_owns_the_shared_namespace_at_the_level_node_exporter_needs(stack, shared_reference):
+    ns = privileged_namespace(stack, "kube_prometheus_stack", "monitoring", shared_reference)
     # One layer owns each object: gpu_monitoring leaves that namespace to the stack.
     assert stack.find("Namespace", "monitoring") == [ns]
     assert not [o for o in stack.layers["gpu_monitoring"]["objects"] if o["kind"] == "Namespace"]
@@ -198,11 +204,8 @@ def test_the_exporter_is_its_own_layer_on_the_gpu_nodes(exporter, shared_referen
 
 
 def test_the_exporter_owns_its_namespace_at_the_level_it_needs(exporter, shared_reference):
-    (ns,) = exporter.layers["dcgm_exporter"]["objects"]
-    assert validate_objects([ns], shared_reference)["builtin"] == 1
-    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "dcgm-exporter"
-    labels = ns["metadata"]["labels"]
-    assert {labels["pod-security.kubernetes.io/%s" % m] for m in ("enforce", "audit", "warn")} == {"privileged"}
+    ns = privileged_namespace(exporter, "dcgm_exporter", "dcgm-exporter", shared_reference)
+    assert ns["metadata"]["labels"]["app.kubernetes.io/part-of"] == "dcgm-exporter"
 
 
 def test_the_exporter_without_the_operator_and_without_monitoring(render):
