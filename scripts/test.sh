@@ -38,7 +38,8 @@ stage_lint() { ansible-lint --profile production --offline; }
 # unknown keys either; galaxy-importer.cfg says why it matters).
 stage_changelog() { antsibull-changelog lint && antsibull-changelog lint-changelog-yaml --strict changelogs/changelog.yaml; }
 stage_sanity() { bash scripts/sanity.sh; }
-stage_units() { python -m pytest -q -p no:cacheprovider -n 2 tests/unit; }
+# tests/fuzz: the fuzz targets' regression corpus and their short, derandomized pass.
+stage_units() { python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/fuzz; }
 # One worker per core; --dist loadfile keeps each file (and its module-scoped
 # renders) on one worker.
 stage_integration() { python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests/integration; }

@@ -197,6 +197,7 @@ def k8s_batch_layers(queue, applied, helm=None, applysets=None, plans=None):
             "helm": [p.get("action") for p in layer_plans],
             "pruned": list(applyset.get("pruned") or []),
             "kept": list(applyset.get("kept") or []),
+            "finalizing": list(applyset.get("finalizing") or []),
             "recovered": ["%s: %s" % (p.get("name"), p.get("reason")) for p in layer_plans if p.get("recover")],
             "files": [],
         })

@@ -356,6 +356,8 @@ def k8s_stats_lines(stats):
                                           ", ".join(layer["pruned"]))
             if layer.get("kept"):
                 line += ", kept %d no longer planned (%s)" % (len(layer["kept"]), "; ".join(layer["kept"]))
+            if layer.get("finalizing"):
+                line += ", still finalizing %d (%s)" % (len(layer["finalizing"]), "; ".join(layer["finalizing"]))
         lines.append(line)
         report = layer.get("report") or {}
         if stats.get("diff") and not rendered:

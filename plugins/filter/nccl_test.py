@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -26,16 +27,23 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 _CHANNEL = re.compile(r"\bvia NET/([A-Za-z][\w ]*?)/(\d+)(/GDRDMA)?")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.]+)", re.M)
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)", re.M)
 _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(\w+)", re.M)
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\w+\s+.*$")
 
 
 def _number(token):
+    """A finite float, or None for anything else (a garbled column, nan, inf)."""
     try:
-        return float(token)
+        value = float(token)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
+
+
+def _count(token):
+    """The #wrong column: a whole number, or None (N/A, a garbled column)."""
+    return int(token) if token.isascii() and token.isdigit() else None
 
 
 def nccl_test_result(log, min_busbw_gbps=0, require_gdrdma=True):
@@ -66,9 +74,9 @@ def nccl_test_result(log, min_busbw_gbps=0, require_gdrdma=True):
             continue
         sizes += 1
         peak = max([peak] + busbw)
-        wrong += sum(int(t) for t in (tokens[-5], tokens[-1]) if t.isdigit())
-    averages = _AVG.findall(log)
-    avg = float(averages[-1]) if averages else None
+        wrong += sum(_count(t) or 0 for t in (tokens[-5], tokens[-1]))
+    averages = [_number(a) for a in _AVG.findall(log)]
+    avg = averages[-1] if averages else None
     bounds = _OUT_OF_BOUNDS.findall(log)
 
     problems = []

@@ -28,7 +28,10 @@ description:
   - Only objects that carry this ApplySet's C(part-of) label are ever deleted. A namespace that holds objects the
     collection did not create (no C(part-of) label of the collection, no owner, not one of Kubernetes' own
     defaults) is kept unless O(prune_namespaces_with_foreign_objects) is set. C(default), C(kube-system),
-    C(kube-public) and C(kube-node-lease) are never deleted.
+    C(kube-public) and C(kube-node-lease) are never deleted. That check lists each namespaced kind once, at its
+    group's preferred version (never v1 Endpoints or Events), so no deprecated API version is called.
+  - A member whose deletion began earlier (C(metadata.deletionTimestamp) set; finalizers hold it) counts as gone:
+    it is not deleted again and does not make the run changed; RV(finalizing) names it.
   - Used by the C(gpuops.platform.k8s_apply) role after a layer's objects are applied; connection options come from
     the play's C(module_defaults) like those of kubernetes.core.
 options:
@@ -138,6 +141,14 @@ kept:
   returned: always
   type: list
   elements: str
+finalizing:
+  description:
+    - Members the plan no longer has whose deletion began before this run (C(metadata.deletionTimestamp) set) and
+      that wait for their finalizers, with the time deletion began (with O(sets), of every set).
+    - They count as gone; no DELETE is sent again and they do not make the run changed.
+  returned: always
+  type: list
+  elements: str
 group_kinds:
   description: The group-kinds recorded in the parent.
   returned: with O(name)
@@ -164,6 +175,10 @@ sets:
       elements: str
     kept:
       description: As the top-level RV(kept), for this set.
+      type: list
+      elements: str
+    finalizing:
+      description: As the top-level RV(finalizing), for this set.
       type: list
       elements: str
     group_kinds:
@@ -240,9 +255,12 @@ def _list_members(client, group_kind, ids):
 
 
 def _foreign_in(client, namespace, set_id):
+    """Objects in ``namespace`` that the collection did not create: one list per namespaced kind, at the group's
+    preferred version (every served version shows the same objects; older ones may be deprecated)."""
     foreign = []
-    for res in client.resources.search(namespaced=True):
-        if not _listable(res):
+    for res in client.resources.search():
+        if not _listable(res) or not res.namespaced or not getattr(res, "preferred", False) \
+                or (res.group, res.kind) in aset.NOT_LISTED_FOR_FOREIGN:
             continue
         items = [dict(o, apiVersion=o.get("apiVersion") or res.group_version, kind=o.get("kind") or res.kind)
                  for o in _items(res.get(namespace=namespace))]
@@ -283,6 +301,10 @@ def reconcile(module, client, sets, namespace):
     results, namespace_checked = [], False
     for name, set_id, planned, meta, tooling, recorded in plans:
         candidates = aset.prune_candidates(found.get(set_id, []), planned, set_id)
+        # Deleted already and held by finalizers (a namespace whose objects or an aggregated API are slow to go):
+        # gone as far as this run goes, never deleted again.
+        finalizing = ["%s (being deleted since %s)" % (aset.describe(o), o["metadata"]["deletionTimestamp"])
+                      for o in aset.finalizing(found.get(set_id, []), planned, set_id)]
         pruned, kept = [], []
         for obj in candidates:
             label = aset.describe(obj)
@@ -326,7 +348,7 @@ def reconcile(module, client, sets, namespace):
             secrets.server_side_apply(body=desired, name=name, namespace=namespace,
                                       field_manager=params["field_manager"], force_conflicts=True)
         results.append({"name": name, "id": set_id, "changed": bool(pruned) or parent_changed, "pruned": pruned,
-                        "kept": kept, "group_kinds": group_kinds,
+                        "kept": kept, "finalizing": finalizing, "group_kinds": group_kinds,
                         "unlisted_group_kinds": sorted(gk for gk in unlisted
                                                        if gk in recorded or gk in aset.group_kinds(planned))})
     return results
@@ -376,7 +398,8 @@ def main():
         module.fail_json(msg="ApplySet %s/%s: %s" % (params["namespace"], ", ".join(names), exc),
                          exception=traceback.format_exc())
     out = dict(changed=any(r["changed"] for r in results), sets=results,
-               pruned=[p for r in results for p in r["pruned"]], kept=[k for r in results for k in r["kept"]])
+               pruned=[p for r in results for p in r["pruned"]], kept=[k for r in results for k in r["kept"]],
+               finalizing=[f for r in results for f in r["finalizing"]])
     if params["sets"] is None:
         out.update(id=results[0]["id"], group_kinds=results[0]["group_kinds"],
                    unlisted_group_kinds=results[0]["unlisted_group_kinds"])

@@ -54,6 +54,10 @@ DEFAULTS = {
 }
 
 
+# What an unexpected shape in one host's facts can raise in the planners below.
+HOST_FAILURES = (AttributeError, IndexError, KeyError, TypeError, ValueError, ArithmeticError, RecursionError)
+
+
 class FleetPlanError(Exception):
     """A problem with the fleet's shared settings (not one host's)."""
 
@@ -67,6 +71,33 @@ def host_settings(hostvars, name):
     out["labels"] = hostvars.get("gpu_nodes_host_labels") or {}
     out["dra"] = bool(hostvars.get("gpu_nodes_dra", False))
     return out
+
+
+# What each setting may be (None: the role's default), and the inventory variable it comes from.
+SETTING_KINDS = {
+    "nvidia_driver_state": (str,), "nvidia_driver_branch": (str, int), "nvidia_driver_version": (str, int, float),
+    "nvidia_driver_fabricmanager": (str, bool), "mig_config_name": (str,), "mig_config": (dict,),
+    "mig_config_file": (str,), "replay_file": (str,), "node_name": (str,), "device_plugin_config": (str,),
+    "labels": (dict,),
+}
+SETTING_VARIABLES = {"replay_file": "gpuops_nvml_replay_file", "node_name": "gpu_nodes_node_name",
+                     "device_plugin_config": "gpu_nodes_device_plugin_config", "labels": "gpu_nodes_host_labels"}
+
+
+def setting_type_errors(settings):
+    """Problems with the types of one host's variables, each naming the variable and the value."""
+    errors = []
+    for key, kinds in sorted(SETTING_KINDS.items()):
+        value = settings.get(key)
+        if value is None or isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
+            continue
+        errors.append("%s must be %s, got %s %r" % (SETTING_VARIABLES.get(key, key), " or ".join(
+            {str: "a string", int: "a number", float: "a number", bool: "true or false", dict: "a mapping"}[k]
+            for k in kinds if k is not float), type(value).__name__, value))
+    labels = settings.get("labels")
+    if isinstance(labels, dict) and not all(isinstance(k, str) for k in labels):
+        errors.append("gpu_nodes_host_labels must map label names (strings) to values, got %r" % (labels,))
+    return errors
 
 
 # ---------------------------------------------------------------------------
@@ -207,7 +238,9 @@ def plan_health(facts):
 def plan_fabric(settings, facts):
     switches = facts.get("nvswitch_count") or 0
     wanted = str(settings["nvidia_driver_fabricmanager"]).lower()
-    states = sorted(set((g.get("fabric") or {}).get("state") for g in facts.get("gpus") or [] if g.get("fabric")))
+    # nvml_facts records a state NVML did not report as null: "unknown" in the plan
+    states = sorted(set((g.get("fabric") or {}).get("state") or "unknown" for g in facts.get("gpus") or []
+                        if g.get("fabric")))
     warnings = []
     if wanted not in FABRICMANAGER_CHOICES:
         return ({"nvswitches": switches, "fabric_manager": None, "fabric_states": states},
@@ -297,15 +330,24 @@ def _add(total, counts):
         total[key] = total.get(key, 0) + value
 
 
+def blank_host(name, facts_path, node):
+    """A host's plan before anything is known of it: valid, no GPU, no error yet."""
+    return {"host": name, "facts_file": facts_path, "valid": True, "errors": [], "warnings": [],
+            "present": False, "gpu_count": 0, "gpu_models": {}, "driver": None, "mig": None, "health": None,
+            "fabric": None, "capacity": None, "node": node}
+
+
 def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config, common_labels, keep=None):
     """The plan of one host; never raises for the host's own problems.
 
     With ``keep`` (a dict), a planned host's facts and MIG resources go there, for
     the Kubernetes layer of the same run.
     """
-    host = {"host": name, "facts_file": facts_path, "valid": True, "errors": [], "warnings": [],
-            "present": False, "gpu_count": 0, "gpu_models": {}, "driver": None, "mig": None, "health": None,
-            "fabric": None, "capacity": None, "node": settings["node_name"]}
+    host = blank_host(name, facts_path, settings["node_name"])
+    errors = setting_type_errors(settings)
+    if errors:
+        host.update(errors=errors, valid=False, node=settings["node_name"] if isinstance(settings["node_name"], str) else name)
+        return host
     facts, error = load_facts(facts_path)
     if error:
         host["errors"].append(error)
@@ -383,8 +425,16 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
         settings = host_settings(hostvars, name)
         # Normalised: inventories/demo/../../tests/x.json reads as tests/x.json in every message.
         path = os.path.normpath(settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name))
-        host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
-                         keep)
+        try:
+            host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
+                             keep)
+        except HOST_FAILURES as exc:
+            # One host's facts never stop the fleet: what its facts broke is that host's error.
+            node = settings["node_name"] if isinstance(settings["node_name"], str) else name
+            host = dict(blank_host(name, path, node), valid=False, errors=[
+                "this host cannot be planned from its facts (%s) and variables (%s: %s): check the file "
+                "against nvml_facts' output, record it again, and report this with the file"
+                % (path, type(exc).__name__, exc)])
         other = seen_nodes.setdefault(host["node"], name)
         if other != name:
             host["errors"].append("Kubernetes node name %s is also used by host %s" % (host["node"], other))

@@ -95,7 +95,12 @@ class Full(Core):
                       if not p.parent.name.endswith("-gpu_smoke_test"))
 
 
+KINDS = ("discovery", "GET", "LIST", "PATCH", "DELETE")
+
+
 def verbs(requests):
+    """API calls by kind: discovery (/version, /api, /apis and each group-version), GET of one object, LIST,
+    PATCH (server-side apply or merge patch, dry runs included) and DELETE."""
     out = collections.Counter()
     for method, path, query, dummy in requests:
         discovery = method == "GET" and (path in ("/version", "/api", "/apis")
@@ -103,10 +108,23 @@ def verbs(requests):
         if discovery:
             out["discovery"] += 1
         elif method == "GET":
-            out["list" if not re.search(r"/[^/]+/[^/]+/[^/]+$", path) or query.get("labelSelector") else "get"] += 1
+            out["LIST" if _is_list(path, query) else "GET"] += 1
         else:
             out[method] += 1
     return out
+
+
+def _is_list(path, query):
+    """A collection: /api/v1/<plural>, /api/v1/namespaces/<ns>/<plural>, /apis/<g>/<v>/[namespaces/<ns>/]<plural>."""
+    parts = [p for p in path.split("/") if p]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]
+    return len(rest) == 1 or bool(query.get("labelSelector"))
+
+
+def by_kind(counted):
+    return ", ".join("%s %d" % (kind, counted.get(kind, 0)) for kind in KINDS)
 
 
 def floor(api, scenario, args):
@@ -137,9 +155,8 @@ def floor(api, scenario, args):
                            stdout=subprocess.DEVNULL)
         times.append(time.monotonic() - start)
         calls = len(api.requests)
-    print("floor: kubectl apply --server-side of %d files plus helm status x%d: median %.2f s, %d API calls %s" % (
-        len(scenario.manifests()), len(scenario.releases), statistics.median(times), calls,
-        dict(sorted(verbs(api.requests).items()))))
+    print("floor: kubectl apply --server-side of %d files plus helm status x%d: median %.2f s, %d API calls (%s)" % (
+        len(scenario.manifests()), len(scenario.releases), statistics.median(times), calls, by_kind(verbs(api.requests))))
 
 
 def main():
@@ -164,17 +181,17 @@ def main():
             result = scenario.run(api, "noop-%d" % i)
             elapsed = time.monotonic() - start
             counted = verbs(api.requests)
-            rows.append((elapsed, result.tasks, len(api.requests)))
-            print("run %d: %.1f s, %d tasks, %d API calls %s" % (
-                i + 1, elapsed, result.tasks, len(api.requests), dict(sorted(counted.items()))))
+            rows.append((elapsed, result.tasks, len(api.requests), counted))
+            print("run %d: %.1f s, %d tasks, %d API calls (%s), %d deprecation warnings from the API server" % (
+                i + 1, elapsed, result.tasks, len(api.requests), by_kind(counted), len(api.warnings)))
             if "changed=0" not in [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1]:
                 print("  not a no-op: " + [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1])
         if args.kubectl and args.helm and args.scenario == "full":
             floor(api, scenario, args)
     print("scenario %s: %d tasks on the first apply, %d server-side apply PATCHes then" % (
         args.scenario, first.tasks, objects))
-    print("median: %.1f s, %d tasks, %d API calls (collection from %s)" % (
-        statistics.median(r[0] for r in rows), rows[-1][1], rows[-1][2], args.collection_tree))
+    print("median: %.1f s, %d tasks, %d API calls (%s) (collection from %s)" % (
+        statistics.median(r[0] for r in rows), rows[-1][1], rows[-1][2], by_kind(rows[-1][3]), args.collection_tree))
     if args.scenario == "full":
         print("releases seeded as deployed: %s" % ", ".join(scenario.releases))
 

@@ -231,3 +231,42 @@ def test_dockerd_validates_the_daemon_json(real_runtimes, tmp_path, text):
     bad = subprocess.run([dockerd, "--validate", "--userland-proxy=false", "--config-file", str(path)],
                          capture_output=True, text=True, check=False, timeout=60)
     assert bad.returncode != 0 and "don't match any configuration option" in bad.stderr
+
+
+# Valid layouts tomlkit does not edit as a plain document: tables out of order and
+# runtimes as inline tables (tests/fuzz/corpus). containerd reads them; the edit must too.
+LAYOUTS = ROOT / "tests" / "fuzz" / "corpus"
+
+
+@pytest.mark.parametrize("name, corpus_file", [
+    ("containerd-1.7", "containerd_v2/another-plugins-table-inside-the-cri-section.toml"),
+    ("containerd-1.7", "containerd_v2/super-table-after-its-sub-tables.toml"),
+    ("containerd-1.7", "containerd_v2/runtimes-as-inline-table.toml"),
+    ("containerd-2", "containerd_v3/runtimes-as-inline-table.toml"),
+    ("containerd-2", "containerd_v3/sub-tables-before-their-super-tables.toml"),
+])
+def test_containerd_loads_the_nvidia_runtime_from_unusual_layouts(real_runtimes, tmp_path, name, corpus_file):
+    containerd = binary(real_runtimes, name)
+    text = (LAYOUTS / corpus_file).read_text()
+    config = place_config(tmp_path, text)
+    before = dump(containerd, config)
+    plan = plan_containerd(str(config), mode="in_place", set_as_default=True)
+    write(plan)
+    after_text = config.read_text()
+    loaded = dump(containerd, config)
+    cri = CRI[loaded["version"]]
+    runtimes = loaded["plugins"][cri]["containerd"]["runtimes"]
+    assert runtimes["nvidia"]["options"]["BinaryName"] == NVIDIA_BIN
+    assert loaded["plugins"][cri]["containerd"]["default_runtime_name"] == "nvidia"
+    for rt_name, rt in before["plugins"][cri]["containerd"]["runtimes"].items():
+        assert runtimes[rt_name] == rt
+    # Nothing else containerd reads changed, and every line of the file but the two the edit owns
+    # (the default runtime, the inline runtimes table) is still there, in order.
+    for data in (before, loaded):
+        data["plugins"].pop(cri)
+    assert loaded == before
+    kept = iter(after_text.splitlines())
+    owned = ("default_runtime_name", "runtimes = {")
+    assert all(any(line == new for new in kept) for line in text.splitlines()
+               if not line.strip().startswith(owned)), after_text
+    assert not plan_containerd(str(config), mode="in_place", set_as_default=True).changed

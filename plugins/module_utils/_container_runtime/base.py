@@ -18,12 +18,13 @@ __metaclass__ = type
 import copy
 import errno
 import os
+import traceback
 
 try:
     import tomlkit
     from tomlkit.container import Container
     from tomlkit.exceptions import TOMLKitError
-    from tomlkit.items import Comment, String, Table, Whitespace
+    from tomlkit.items import Comment, InlineTable, String, Table, Whitespace
     HAS_TOMLKIT = True
     TOMLKIT_IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - exercised on hosts without tomlkit
@@ -56,6 +57,39 @@ DEFAULT_CONFIG_PATHS = {
 
 class ConfigError(Exception):
     """A config cannot be edited safely; the message says what and what to do."""
+
+
+class LayoutError(ConfigError):
+    """A valid TOML file whose layout tomlkit cannot edit (it fails inside tomlkit)."""
+
+
+# What tomlkit itself raises on layouts it does not handle (out-of-order tables
+# below out-of-order tables, and the like), although the TOML is valid.
+_TOMLKIT_FAILURES = (AttributeError, KeyError, IndexError, TypeError, ValueError)
+
+
+def tomlkit_failed(exc):
+    """Whether ``exc`` was raised inside tomlkit, not by this collection's code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and "tomlkit" in frames[-1].filename.replace("\\", "/").split("/")
+
+
+def layout_error(paths, exc):
+    return LayoutError(
+        "%s: tomlkit (the library that edits TOML keeping comments and layout) cannot edit how the tables of "
+        "this file are laid out (%s: %s). containerd and CRI-O may read it as it is, but nothing was changed; "
+        "write every table's sub-tables below it, in one place (`containerd config dump` prints such a "
+        "layout), and run again." % (" or ".join(p for p in paths if p), type(exc).__name__, exc))
+
+
+def guard_tomlkit(function, paths, *args, **kwargs):
+    """``function(*args, **kwargs)``; a failure inside tomlkit becomes a LayoutError naming ``paths``."""
+    try:
+        return function(*args, **kwargs)
+    except (TOMLKitError,) + _TOMLKIT_FAILURES as exc:
+        if isinstance(exc, ConfigError) or not tomlkit_failed(exc):
+            raise
+        raise layout_error(paths, exc)
 
 
 class FileEdit(object):
@@ -137,10 +171,17 @@ def _invalid_toml(path, exc):
 def parse_toml(text, path):
     """Parse ``text`` (from ``path``) keeping comments and layout."""
     require_tomlkit()
+    if HAS_FAST_TOML:
+        # tomlkit accepts some invalid TOML (a table declared twice) and fails on it later, inside itself.
+        load_plain(text, path)
     try:
         doc = tomlkit.parse(text or "")
-    except (TOMLKitError, ValueError) as exc:
-        raise _invalid_toml(path, exc)
+    except (TOMLKitError,) + _TOMLKIT_FAILURES as exc:
+        if HAS_FAST_TOML and tomlkit_failed(exc):
+            raise layout_error([path], exc)  # valid TOML (checked above) that tomlkit fails on
+        if isinstance(exc, (TOMLKitError, ValueError)):
+            raise _invalid_toml(path, exc)
+        raise
     return doc
 
 
@@ -253,7 +294,8 @@ def ensure_table(container, key):
         if not isinstance(node, dict):
             raise ConfigError("expected a table at %r but found %r" % (key, plain(node)))
         return node
-    container[key] = tomlkit.table(is_super_table=True)
+    # Inside an inline table ({runc = {...}}) only inline tables can be.
+    container[key] = tomlkit.inline_table() if isinstance(container, InlineTable) else tomlkit.table(is_super_table=True)
     return container[key]
 
 
@@ -296,7 +338,8 @@ def ensure_path(doc, path):
         header, _step, _offset = _style(doc, path[:depth])
         if header:
             added = put_at(doc, path[:depth - 1], key, tomlkit.table(is_super_table=False))
-            added.trivia.indent = "\n" + header
+            if isinstance(added, Table):
+                added.trivia.indent = "\n" + header
         else:
             put_at(doc, path[:depth - 1], key, tomlkit.table(is_super_table=True))
         node = lookup(doc, path[:depth])
@@ -354,6 +397,8 @@ def put_at(doc, path, key, value, near=None):
     lands under a header that is not written.
     """
     target = _table_at(doc, path, key, near)
+    if isinstance(target, InlineTable) and isinstance(value, (Table, dict)):
+        value = _inline(value)  # a [header] table cannot be inside an inline table
     if key in target:
         target[key] = value
     elif isinstance(target, (Table, Container)):
@@ -363,6 +408,13 @@ def put_at(doc, path, key, value, near=None):
         return target[key]
     # The item itself: a container hands out booleans as plain bool.
     return (target.value if isinstance(target, Table) else target).item(key)
+
+
+def _inline(value):
+    """``value`` (a table or plain dict) as an inline table, its sub-tables inline too."""
+    table = tomlkit.inline_table()
+    table.update(plain(value))
+    return table
 
 
 def _styled(old, value):

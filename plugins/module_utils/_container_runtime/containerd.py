@@ -33,6 +33,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
     ConfigError,
     WRITTEN_BY,
     FileEdit,
+    LayoutError,
     Plan,
     add_fresh_table,
     add_table,
@@ -42,6 +43,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
     ensure_path,
     ensure_table,
     check_tables,
+    guard_tomlkit,
     inherited_runtime,
     is_real_table,
     load_plain,
@@ -299,10 +301,17 @@ def plan_containerd(*args, **kwargs):
     A large main config is edited through the CRI tables only; when that cut
     does not check out, the whole file is edited instead.
     """
+    paths = (kwargs.get("config_path", args[0] if args else None), kwargs.get("drop_in_path"))
     try:
-        return _plan_containerd(*args, **kwargs)
+        return guard_tomlkit(_plan_containerd, paths, *args, **kwargs)
     except ScopeMismatch:
-        return _plan_containerd(*args, scoped=False, **kwargs)
+        return guard_tomlkit(_plan_containerd, paths, *args, scoped=False, **kwargs)
+    except LayoutError as whole:
+        # tomlkit failed on the whole file: give it only the CRI tables, the rest is kept byte for byte.
+        try:
+            return guard_tomlkit(_plan_containerd, paths, *args, scoped=True, **kwargs)
+        except (ScopeMismatch, LayoutError):
+            raise whole
 
 
 def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place", config_version=None,

@@ -13,7 +13,7 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import DEFAULT_CONFIG_PATHS, read_text
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import DEFAULT_CONFIG_PATHS, guard_tomlkit, read_text
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import (
     builtin_runtimes_from_default,
     config_version_for,
@@ -126,5 +126,6 @@ def build_plan(module):
     if runtime == "crio":
         if params["enable_cdi"]:
             module.warn("CRI-O always enables CDI; enable_cdi has no effect on it")
-        return plan_crio(config_path, drop_in_path=params["drop_in_path"], **common)
+        return guard_tomlkit(plan_crio, (config_path, params["drop_in_path"]), config_path,
+                             drop_in_path=params["drop_in_path"], **common)
     return plan_docker(config_path, enable_cdi=params["enable_cdi"], **common)

@@ -25,6 +25,9 @@ PART_OF_LABEL = "applyset.kubernetes.io/part-of"
 TOOLING_ANNOTATION = "applyset.kubernetes.io/tooling"
 GROUP_KINDS_ANNOTATION = "applyset.kubernetes.io/contains-group-kinds"
 TOOLING = "gpuops.platform/v1"
+# The recommended label (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/),
+# one value on every member, so that one selector finds everything the collection manages.
+MANAGED_BY_LABEL, MANAGED_BY = "app.kubernetes.io/managed-by", "gpuops.platform"
 PARENT_KIND, PARENT_GROUP = "Secret", ""
 
 # Never members: nodes belong to the cluster (gpu_nodes only labels them).
@@ -33,6 +36,9 @@ NOT_MEMBERS = frozenset(["Node"])
 PROTECTED_NAMESPACES = frozenset(["default", "kube-system", "kube-public", "kube-node-lease"])
 # Created in every namespace by Kubernetes itself: not "foreign" objects.
 NAMESPACE_DEFAULTS = frozenset([("ServiceAccount", "", "default"), ("ConfigMap", "", "kube-root-ca.crt")])
+# Kinds the API server derives from others, never listed when looking for foreign objects: v1 Endpoints
+# mirror a Service (deprecated since Kubernetes 1.33, every request draws a warning), Events record what happened.
+NOT_LISTED_FOR_FOREIGN = frozenset([("", "Endpoints"), ("", "Event"), ("events.k8s.io", "Event")])
 
 
 def applyset_id(name, namespace, kind=PARENT_KIND, group=PARENT_GROUP):
@@ -62,7 +68,7 @@ def is_member(obj):
 
 
 def with_membership(objects, set_id):
-    """The objects with ``part-of`` set (Nodes left as they are); inputs are not modified."""
+    """The objects with ``part-of`` and ``managed-by`` set (Nodes left as they are); inputs are not modified."""
     out = []
     for obj in objects or []:
         if is_member(obj):
@@ -70,6 +76,7 @@ def with_membership(objects, set_id):
             meta = dict(obj.get("metadata") or {})
             labels = dict(meta.get("labels") or {})
             labels[PART_OF_LABEL] = set_id
+            labels[MANAGED_BY_LABEL] = MANAGED_BY
             meta["labels"] = labels
             obj["metadata"] = meta
         out.append(obj)
@@ -84,13 +91,13 @@ def parse_group_kinds(text):
     return sorted(set(p.strip() for p in (text or "").split(",") if p.strip()))
 
 
-def prune_candidates(found, planned, set_id):
-    """Members found on the cluster that the plan no longer has, in deletion order.
+def being_deleted(obj):
+    """Deletion has begun (metadata.deletionTimestamp); the object stays until its finalizers clear."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
-    Only objects that carry this set's part-of label count (the label is the
-    ApplySet's proof of ownership); protected namespaces never. Namespaced
-    objects go first, namespaces last.
-    """
+
+def _dropped(found, planned, set_id):
+    """This set's members that the plan no longer has, in deletion order: namespaced objects first, namespaces last."""
     wanted = set(identity(o) for o in planned or [])
     out = []
     for obj in found or []:
@@ -103,6 +110,21 @@ def prune_candidates(found, planned, set_id):
     rank = {True: 0, False: 1}
     out.sort(key=lambda o: (o.get("kind") == "Namespace", rank[bool(identity(o)[2])], identity(o)))
     return out
+
+
+def prune_candidates(found, planned, set_id):
+    """Members found on the cluster that the plan no longer has and that are not being deleted already.
+
+    Only objects that carry this set's part-of label count (the label is the
+    ApplySet's proof of ownership); protected namespaces never. An object
+    whose deletion has begun counts as gone (see finalizing).
+    """
+    return [o for o in _dropped(found, planned, set_id) if not being_deleted(o)]
+
+
+def finalizing(found, planned, set_id):
+    """The dropped members whose deletion has begun and that wait for their finalizers: no DELETE again."""
+    return [o for o in _dropped(found, planned, set_id) if being_deleted(o)]
 
 
 def foreign_objects(objects, own_ids):

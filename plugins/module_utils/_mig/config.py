@@ -84,13 +84,23 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _quoted(key):
+    """A key for a message: 'name' for a string, as YAML wrote it otherwise (null, 1, true)."""
+    if isinstance(key, str):
+        return "'%s'" % key
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    return repr(key)
+
+
 def _parse_entry(config_name, position, raw, problems):
     where = "config '%s' entry %d" % (config_name, position)
     if not isinstance(raw, dict):
         problems.append("%s: must be a mapping, got %s" % (where, type(raw).__name__))
         return None
-    for key in sorted(set(raw) - set(ENTRY_KEYS)):
-        problems.append("%s: unknown key '%s' (allowed: %s)" % (where, key, ", ".join(ENTRY_KEYS)))
+    # YAML keys need not be strings (null, 1, true): sorted as text, named as written
+    for key in sorted(set(raw) - set(ENTRY_KEYS), key=repr):
+        problems.append("%s: unknown key %s (allowed: %s)" % (where, _quoted(key), ", ".join(ENTRY_KEYS)))
     start = len(problems)
 
     devices = raw.get("devices")
@@ -164,8 +174,8 @@ def parse(document):
     if not isinstance(document, dict):
         raise MigConfigError(["the MIG config must be a mapping with 'version' and 'mig-configs', got %s"
                               % type(document).__name__])
-    for key in sorted(set(document) - set(TOP_KEYS), key=str):
-        problems.append("unknown top-level key '%s' (allowed: %s)" % (key, ", ".join(TOP_KEYS)))
+    for key in sorted(set(document) - set(TOP_KEYS), key=repr):
+        problems.append("unknown top-level key %s (allowed: %s)" % (_quoted(key), ", ".join(TOP_KEYS)))
     if document.get("version") != "v1":
         problems.append("'version' must be v1, got %r" % (document.get("version"),))
     configs = document.get("mig-configs")

@@ -27,32 +27,49 @@ def table_rules(gpu):
     return mig_profiles.family_for((gpu.get("pci") or {}).get("device_id"))
 
 
+# The layout key of a MIG device NVML could not name (nvml_facts records "profile": null):
+# it matches no requested profile, so a config that selects the GPU replaces it.
+UNNAMED = "unnamed"
+
+
+def _order(value):
+    """A sort key for an int that may be missing (None last)."""
+    return (value is None, value if value is not None else 0)
+
+
 def _existing(gpu):
-    """Current GPU instances from the facts' MIG devices, grouped by GPU instance id."""
-    by_gi = {}
+    """Current GPU instances from the facts' MIG devices, grouped by GPU instance id.
+
+    A device without a GPU instance id (NVML did not say) is an instance of its
+    own; like a device without a profile name it is never kept as it is.
+    """
+    by_gi, unknown = {}, []
     for dev in (gpu.get("mig") or {}).get("devices") or []:
         gi = dev.get("gpu_instance_id")
-        entry = by_gi.setdefault(gi, {"gpu_instance_id": gi, "cis": []})
-        entry["cis"].append(dev)
+        if gi is None:
+            unknown.append([dev])
+        else:
+            by_gi.setdefault(gi, []).append(dev)
     instances = []
-    for gi in sorted(by_gi, key=lambda x: (x is None, x)):
-        cis = by_gi[gi]["cis"]
+    for cis in [by_gi[gi] for gi in sorted(by_gi)] + unknown:
         first = cis[0]
         placement = first.get("placement") or {}
         name = mig_profiles.strip_ci_prefix(first.get("profile"))
         # a GI is a plain layout member only with exactly one full-size compute instance
-        clean = len(cis) == 1 and first.get("profile") == name and first.get("compute_instance_id") is not None
-        instances.append({"gpu_instance_id": gi, "profile": name, "start": placement.get("start"),
-                          "size": placement.get("size"), "clean": clean,
+        clean = len(cis) == 1 and name is not None and first.get("profile") == name \
+            and first.get("gpu_instance_id") is not None and first.get("compute_instance_id") is not None
+        instances.append({"gpu_instance_id": first.get("gpu_instance_id"), "profile": name,
+                          "start": placement.get("start"), "size": placement.get("size"), "clean": clean,
                           "uuids": [c.get("uuid") for c in cis if c.get("uuid")]})
-    instances.sort(key=lambda i: (i["start"] is None, i["start"], i["gpu_instance_id"]))
+    instances.sort(key=lambda i: (_order(i["start"]), _order(i["gpu_instance_id"])))
     return instances
 
 
 def _counts(instances):
     counts = {}
     for inst in instances:
-        counts[inst["profile"]] = counts.get(inst["profile"], 0) + 1
+        key = inst["profile"] if inst["profile"] is not None else UNNAMED
+        counts[key] = counts.get(key, 0) + 1
     return counts
 
 
@@ -147,7 +164,7 @@ def plan_gpu(gpu, entry, family, config_name, offline, notes=None):
     plan["create"] = create
     created = [dict((k, c[k]) for k in ("profile", "start", "size")) for c in create]
     after_instances = sorted([_public(i) for i in keep] + created,
-                             key=lambda i: (i["start"] is None, i["start"], i["profile"]))
+                             key=lambda i: (_order(i["start"]), i["profile"] or ""))
     plan["after"] = {"mig": wanted, "layout": _counts(after_instances) if wanted == ENABLED else {},
                      "instances": after_instances if wanted == ENABLED else []}
     plan["changed"] = bool(plan["set_mode"] or plan["reset_required"] or destroy or create)
@@ -160,7 +177,7 @@ def k8s_resources(gpu_plans):
     profiles = set()
     mig_gpus = whole_gpus = 0
     single_count = 0
-    empty = []
+    empty, unnamed = [], []
     for gp in gpu_plans:
         after = gp["after"]
         if after["mig"] == ENABLED:
@@ -168,6 +185,9 @@ def k8s_resources(gpu_plans):
             if not after["instances"]:
                 empty.append(gp["index"])
             for inst in after["instances"]:
+                if inst["profile"] is None:
+                    unnamed.append(gp["index"])
+                    continue
                 key = mig_profiles.mig_resource_name(inst["profile"])
                 mixed[key] = mixed.get(key, 0) + 1
                 profiles.add(inst["profile"])
@@ -182,6 +202,9 @@ def k8s_resources(gpu_plans):
         reason = "the single strategy needs one profile on the node; the layout has %s" % ", ".join(sorted(profiles))
     elif empty:
         reason = "GPU %s in MIG mode without instances exposes nothing" % ", ".join(str(i) for i in empty)
+    elif unnamed:
+        reason = ("GPU %s has a MIG device whose profile NVML did not name, so what it exposes is unknown"
+                  % ", ".join(str(i) for i in sorted(set(unnamed), key=_order)))
     if reason:
         single = {"valid": False, "reason": reason, "resources": {}}
     else:
@@ -282,7 +305,7 @@ def describe(gpu_plan, side):
     head = "GPU %s %s: MIG %s" % (gpu_plan["index"], gpu_plan.get("name") or "", state["mig"] or "unsupported")
     if state["mig"] != ENABLED:
         return head
-    parts = ["%s@%s" % (i["profile"], "?" if i["start"] is None else i["start"]) for i in state["instances"]]
+    parts = ["%s@%s" % (i["profile"] or UNNAMED, "?" if i["start"] is None else i["start"]) for i in state["instances"]]
     return "%s: %s" % (head, ", ".join(parts) or "no instances")
 
 

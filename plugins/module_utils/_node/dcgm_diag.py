@@ -119,8 +119,8 @@ def _messages(entry, key):
     """Texts of ``warnings`` (objects with ``warning`` or plain strings) or ``info``."""
     out = []
     items = entry.get(key) if isinstance(entry, dict) else None
-    if isinstance(items, (str, dict)):
-        items = [items]
+    if items is not None and not isinstance(items, list):
+        items = [items]  # DCGM writes one warning as a plain string
     for item in items or []:
         if isinstance(item, dict):
             text = item.get("warning", item.get("message", item.get("info")))
@@ -137,21 +137,37 @@ def _clip(text):
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 3] + "..."
 
 
+def _ids(value, field, where):
+    """GPU or entity ids: an int, or DCGM's comma-separated text ("0,1,2,3"), as DCGM itself reads them."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return [value]
+    parts = [p.strip() for p in value.split(",")] if isinstance(value, str) else []
+    if not parts or not all(p.isdigit() and p.isascii() for p in parts):
+        raise DcgmDiagError("%s has unreadable %s %r: DCGM writes a GPU id or ids separated by commas, such as "
+                            "\"0,1,2,3\"" % (where, field, value))
+    return [int(p) for p in parts]
+
+
 def _entities(result, where):
     """[(entity_group, entity_id)] of one result entry."""
-    if "gpu_ids" in result:
-        ids = result["gpu_ids"]
-        if isinstance(ids, int) and not isinstance(ids, bool):
-            return [("GPU", ids)]
-        parts = [p.strip() for p in str(ids).split(",") if p.strip()]
-        if not parts or not all(p.isdigit() for p in parts):
-            raise DcgmDiagError("%s has unreadable gpu_ids %r" % (where, ids))
-        return [("GPU", int(p)) for p in parts]
-    if "gpu_id" in result:
-        return [("GPU", int(result["gpu_id"]))]
+    for field in ("gpu_ids", "gpu_id"):
+        if field in result:
+            return [("GPU", i) for i in _ids(result[field], field, where)]
     if "entity_id" in result:
-        return [(str(result.get("entity_group", "GPU")), int(result["entity_id"]))]
+        group = result.get("entity_group", "GPU")
+        if not isinstance(group, str) or not group.strip():
+            raise DcgmDiagError("%s has the entity_group %r, not an entity group name such as GPU" % (where, group))
+        return [(group, i) for i in _ids(result["entity_id"], "entity_id", where)]
     raise DcgmDiagError("%s names no GPU (no gpu_ids, gpu_id or entity_id)" % where)
+
+
+def _list(value, what):
+    """``value`` when it is a list (None: empty), else DcgmDiagError naming ``what``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DcgmDiagError("%s must be a list, got %s %r" % (what, type(value).__name__, value))
+    return value
 
 
 def parse(text):
@@ -171,7 +187,7 @@ def parse(text):
             root = doc[key]
             break
     if root is None:
-        raise DcgmDiagError("the JSON document has neither %s at its top; keys found: %s"
+        raise DcgmDiagError("dcgmi's JSON document has neither %s at its top; keys found: %s"
                             % (" nor ".join(repr(k) for k in ROOT_KEYS), ", ".join(sorted(doc)) or "none"))
     metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     out = {
@@ -183,18 +199,18 @@ def parse(text):
     categories = root.get("test_categories")
     if categories is None and not out["runtime_error"]:
         raise DcgmDiagError("the diagnostic document has no test_categories and no runtime_error")
-    for category in categories or []:
+    for category in _list(categories, "the diagnostic document's test_categories"):
         if not isinstance(category, dict):
             continue
         cat_name = str(category.get("category", ""))
-        for test in category.get("tests") or []:
+        for test in _list(category.get("tests"), "the tests of category %r" % cat_name):
             if not isinstance(test, dict):
                 continue    # DCGM 3.1 lists null between tests
             name = str(test.get("name", ""))
             where = "test %r (%s)" % (name, cat_name)
             summary = test.get("test_summary") if isinstance(test.get("test_summary"), dict) else {}
             summary_messages = _messages(summary, "warnings")
-            results = [r for r in test.get("results") or [] if isinstance(r, dict)]
+            results = [r for r in _list(test.get("results"), "the results of %s" % where) if isinstance(r, dict)]
             if not results and summary.get("status") is not None:
                 raise DcgmDiagError("%s has a summary but no per-GPU results" % where)
             for result in results:

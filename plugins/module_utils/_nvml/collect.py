@@ -653,6 +653,25 @@ def _check_mig(problems, where, mig):
                 _check(problems, "%s.placement.%s" % (at, key), placement.get(key), "int")
 
 
+# The health and fabric fields of a GPU that health and the planners read: (key, {field: kind}).
+_HEALTH_FIELDS = (
+    ("ecc", {"mode": "str", "pending_mode": "str", "volatile_uncorrectable": "int", "aggregate_uncorrectable": "int"}),
+    ("remapped_rows", {"correctable": "int", "uncorrectable": "int", "pending": "bool", "failure": "bool"}),
+    ("retired_pages", {"single_bit": "int", "double_bit": "int", "pending": "bool"}),
+    ("temperature_thresholds_c", {"shutdown": "int", "slowdown": "int"}),
+    ("fabric", {"state": "str", "status": "str", "clique_id": "int", "cluster_uuid": "str",
+                "degraded_bandwidth": "bool"}),
+)
+_NVLINK_FIELDS = {"link": "int", "active": "bool", "remote_type": "str", "remote_bus_id": "str"}
+
+
+def _check_fields(problems, where, value, fields, nullable=True):
+    """``value`` is a mapping (or null) whose ``fields`` are of their kind or null."""
+    if _check(problems, where, value, "dict", nullable=nullable) and value:
+        for key, kind in sorted(fields.items()):
+            _check(problems, "%s.%s" % (where, key), value.get(key), kind)
+
+
 def _check_gpu(problems, where, gpu):
     if not _check(problems, where, gpu, "dict", nullable=False):
         return None
@@ -679,6 +698,13 @@ def _check_gpu(problems, where, gpu):
             _check(problems, "%s.memory.%s" % (where, key), memory.get(key), "int")
     if "mig" in gpu:
         _check_mig(problems, where + ".mig", gpu.get("mig"))
+    _check(problems, where + ".temperature_c", gpu.get("temperature_c"), "int")
+    for key, fields in _HEALTH_FIELDS:
+        _check_fields(problems, "%s.%s" % (where, key), gpu.get(key), fields)
+    nvlink = gpu.get("nvlink")
+    if _check(problems, where + ".nvlink", nvlink, "list") and nvlink:
+        for n, link in enumerate(nvlink):
+            _check_fields(problems, "%s.nvlink[%d]" % (where, n), link, _NVLINK_FIELDS, nullable=False)
     _check(problems, where + ".compute_processes", gpu.get("compute_processes"), "int")
     _check(problems, where + ".lost", gpu.get("lost"), "bool")
     return index if _is_int(index) else None
@@ -704,6 +730,11 @@ def check_facts(facts, check_count=True):
     for key in ("driver_version", "kernel_module_version", "reason"):
         _check(problems, key, facts.get(key), "str")
     _check(problems, "reboot_required", facts.get("reboot_required"), "bool")
+    _check(problems, "nvswitch_count", facts.get("nvswitch_count"), "int")
+    reasons = facts.get("reboot_reasons")
+    if _check(problems, "reboot_reasons", reasons, "list") and reasons:
+        for n, reason in enumerate(reasons):
+            _check(problems, "reboot_reasons[%d]" % n, reason, "str", nullable=False)
     gpus = facts.get("gpus")
     if "gpus" in facts and _check(problems, "gpus", gpus, "list", nullable=False):
         seen = set()

@@ -26,6 +26,27 @@ Server-side apply follows the Kubernetes documentation
   the CRD is Established, `crd_delay` seconds after it is created;
 - a namespaced object in a missing namespace, or an unknown kind, is 404.
 It is not a validating server: schemas are checked by the render tests.
+
+Beyond server-side apply it follows the API reference where the roles rely on it:
+- deletion (https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/
+  and DeleteOptions in the API reference): an object with metadata.finalizers is
+  not removed by DELETE but marked with metadata.deletionTimestamp, and stays
+  until an update clears its finalizers; a second DELETE changes nothing. A
+  deleted namespace is Terminating (status.phase) until every object in it is
+  gone; new objects in it are refused with 403 Forbidden;
+- discovery (https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api):
+  every group names its preferredVersion (the highest by Kubernetes version
+  priority, GA before beta before alpha); with the Accept header
+  `application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`, /api
+  and /apis answer the aggregated APIGroupDiscoveryList (versions listed
+  preferred first), unless `aggregated` is off, as on a server before 1.30;
+- several versions of a kind are views of one stored object (apiVersion is the
+  one asked for);
+- a deprecated version is served with a `Warning: 299 - "..."` header
+  (https://kubernetes.io/blog/2020/09/03/warnings/, RFC 7234 warn-code 299), as
+  for every request to it; every warning sent is recorded in `warnings`;
+- a server-side apply PATCH answers with the object as stored (as a GET would),
+  or as it would be stored for a dry run.
 """
 import copy
 import json
@@ -45,7 +66,17 @@ RESOURCES = {
     "scheduling.k8s.io/v1": [("priorityclasses", "PriorityClass", False)],
     "apiextensions.k8s.io/v1": [("customresourcedefinitions", "CustomResourceDefinition", False)],
     "kueue.x-k8s.io/v1beta2": [("localqueues", "LocalQueue", True), ("clusterqueues", "ClusterQueue", False)],
+    # Older versions the real server still serves, each a view of the objects above.
+    "kueue.x-k8s.io/v1beta1": [("localqueues", "LocalQueue", True), ("clusterqueues", "ClusterQueue", False)],
+    "discovery.k8s.io/v1": [("endpointslices", "EndpointSlice", True)],
 }
+# Deprecated group/versions or kinds -> the warning the API server sends with every request to them
+# (k8s.io/apiserver's deprecation warnings; v1 Endpoints since 1.33, kueue v1beta1 since 0.14).
+DEPRECATED = {
+    "kueue.x-k8s.io/v1beta1": "kueue.x-k8s.io/v1beta1 {kind} is deprecated; use kueue.x-k8s.io/v1beta2 {kind}",
+    ("v1", "Endpoints"): "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice",
+}
+RESOURCES["v1"].append(("endpoints", "Endpoints", True))
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
@@ -61,8 +92,28 @@ def _drop_nulls(value):
 IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
 # When objects that a test seeds were created (long before any run).
 SEEDED = "2026-01-01T00:00:00Z"
-SERVER_METADATA = {"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "deletionTimestamp"}
+SERVER_METADATA = {"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "deletionTimestamp",
+                   "deletionGracePeriodSeconds"}
 MISSING = object()
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _version_key(version):
+    """apimachinery's CompareKubeAwareVersionStrings as a sort key: v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > other."""
+    m = re.match(r"^v(\d+)(?:(alpha|beta)(\d+))?$", version)
+    if not m:
+        return (0, 0, 0, version)
+    return (1, {"alpha": 1, "beta": 2, None: 3}[m.group(2)], int(m.group(1)) * 1000 + int(m.group(3) or 0), "")
+
+
+def _accepts_aggregated(accept):
+    """Whether an Accept header asks for the v2 aggregated discovery document."""
+    for part in (accept or "").split(","):
+        params = dict(p.strip().partition("=")[::2] for p in part.split(";")[1:])
+        if part.split(";")[0].strip() == "application/json" and params.get("g") == "apidiscovery.k8s.io" \
+                and params.get("v") == "v2" and params.get("as", "APIGroupDiscoveryList") == "APIGroupDiscoveryList":
+            return True
+    return False
 
 
 def _leaves(obj, prefix=()):
@@ -173,6 +224,8 @@ class FakeAPIServer:
         self._crds = {}            # CRD name -> (due time, CRD object) until Established
         self.served = {}           # group/version -> [(plural, Kind, namespaced)] served by established CRDs
         self.authorizations = set()  # Authorization headers seen, to prove a credential arrived
+        self.aggregated = True     # serve the aggregated discovery document (Kubernetes 1.30+)
+        self.warnings = []         # (method, path, Warning header) sent
         self._rv = 1
         self._lock = threading.Lock()
         server = self
@@ -181,10 +234,12 @@ class FakeAPIServer:
             def log_message(self, *args):  # quiet
                 pass
 
-            def _send(self, code, body):
+            def _send(self, code, body, content_type="application/json"):
                 data = json.dumps(body).encode()
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
+                for warning in getattr(self, "warnings", []):
+                    self.send_header("Warning", warning)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -289,20 +344,59 @@ class FakeAPIServer:
         for plural, kind, namespaced in self._resources(gv):
             if kind == obj["kind"]:
                 ns = obj["metadata"].get("namespace", "") if namespaced else ""
-                return gv, plural, ns, obj["metadata"]["name"]
+                return self._stored_as(gv, plural), plural, ns, obj["metadata"]["name"]
         raise KeyError(obj["kind"])
+
+    def _group_versions(self):
+        return sorted(set(RESOURCES) | set(self.served))
+
+    def _preferred(self, group):
+        """A group's preferred version: the highest by Kubernetes version priority."""
+        versions = [gv.rpartition("/")[2] for gv in self._group_versions() if gv.rpartition("/")[0] == group]
+        return max(versions, key=_version_key) if versions else None
+
+    def _stored_as(self, gv, plural):
+        """The group/version an object is kept under: every version of a kind is a view of one object."""
+        group = gv.rpartition("/")[0]
+        views = [v for v in self._group_versions() if v.rpartition("/")[0] == group and
+                 any(p == plural for p, k, n in self._resources(v))]
+        best = max((v.rpartition("/")[2] for v in views), key=_version_key, default=None)
+        return ("%s/%s" % (group, best) if group else best) if best else gv
+
+    def _warning(self, gv, kind):
+        text = DEPRECATED.get((gv, kind)) or DEPRECATED.get(gv)
+        return ['299 - "%s"' % text.format(kind=kind)] if text else []
 
     def _status(self, code, reason, message):
         return code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                       "message": message, "reason": reason, "code": code}
 
-    def _discovery(self, path):
+    def _aggregated(self, core):
+        """APIGroupDiscoveryList (apidiscovery.k8s.io/v2): versions preferred first, as the API reference says."""
+        groups = {}
+        for gv in self._group_versions():
+            if ("/" in gv) != core:
+                groups.setdefault(gv.rpartition("/")[0], []).append(gv.rpartition("/")[2])
+        items = []
+        for group, versions in sorted(groups.items()):
+            items.append({"metadata": {"name": group, "creationTimestamp": None}, "versions": [
+                {"version": v, "freshness": "Current", "resources": [
+                    {"resource": p, "responseKind": {"group": group, "version": v, "kind": k},
+                     "scope": "Namespaced" if n else "Cluster", "singularResource": k.lower(), "verbs": VERBS}
+                    for p, k, n in self._resources("%s/%s" % (group, v) if group else v)]}
+                for v in sorted(versions, key=_version_key, reverse=True)]})
+        return 200, {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
+                     "items": items}, AGGREGATED
+
+    def _discovery(self, path, accept=""):
         if path == "/version":
             major, minor = self.version.split(".")
             return 200, {"major": major, "minor": minor, "gitVersion": "v%s.0" % self.version}
+        if path in ("/api", "/apis") and self.aggregated and _accepts_aggregated(accept):
+            return self._aggregated(path == "/api")
         if path == "/api":
             return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
-        served = sorted(set(RESOURCES) | set(self.served))
+        served = self._group_versions()
         if path == "/apis":
             groups = {}
             for gv in served:
@@ -310,7 +404,9 @@ class FakeAPIServer:
                     g, v = gv.split("/")
                     groups.setdefault(g, []).append({"groupVersion": gv, "version": v})
             return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": g, "versions": vs, "preferredVersion": vs[0]} for g, vs in sorted(groups.items())]}
+                {"name": g, "versions": sorted(vs, key=lambda e: _version_key(e["version"]), reverse=True),
+                 "preferredVersion": {"groupVersion": "%s/%s" % (g, self._preferred(g)), "version": self._preferred(g)}}
+                for g, vs in sorted(groups.items())]}
         gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):]
         if gv in served:
             return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
@@ -381,6 +477,46 @@ class FakeAPIServer:
         entry["time"] = self._entry_time(key, manager, existing, merged, entry["fields"])
         return merged, dict((m, e) for m, e in managed.items() if e["fields"])
 
+    def _view(self, obj, gv):
+        """An object as the version ``gv`` shows it."""
+        if obj.get("apiVersion") and gv:
+            obj = dict(obj, apiVersion=gv)
+        return obj
+
+    def _in_namespace(self, key, name):
+        return key[2] == name and key != ("v1", "namespaces", "", name)
+
+    def _delete(self, key, now):
+        """DELETE: remove the object, or, while finalizers hold it, mark it (deletionTimestamp) and keep it."""
+        obj = self.objects[key]
+        meta = obj.setdefault("metadata", {})
+        if meta.get("deletionTimestamp"):
+            return  # already being deleted: nothing changes
+        namespace = key[:2] == ("v1", "namespaces")
+        if meta.get("finalizers") or namespace:
+            meta.update(deletionTimestamp=now, deletionGracePeriodSeconds=0, resourceVersion=str(self._next_rv()))
+            if namespace:
+                obj["status"] = dict(obj.get("status") or {}, phase="Terminating")
+                # The namespace controller deletes everything in it.
+                for other in [k for k in self.objects if self._in_namespace(k, key[3])]:
+                    self._delete(other, now)
+            self._collect()
+            return
+        del self.objects[key]
+        self.managed.pop(key, None)
+        self._collect()
+
+    def _collect(self):
+        """Objects marked for deletion go once their finalizers are clear (a namespace once it is empty too)."""
+        for key in sorted(self.objects, key=lambda k: k[:2] == ("v1", "namespaces")):
+            meta = (self.objects.get(key) or {}).get("metadata") or {}
+            if not meta.get("deletionTimestamp") or meta.get("finalizers"):
+                continue
+            if key[:2] == ("v1", "namespaces") and any(self._in_namespace(k, key[3]) for k in self.objects):
+                continue
+            del self.objects[key]
+            self.managed.pop(key, None)
+
     def handle(self, req, method):
         url = urlparse(req.path)
         query = parse_qs(url.query)
@@ -391,15 +527,18 @@ class FakeAPIServer:
             self._settle()
             self.authorizations.add(req.headers.get("Authorization"))
             self.requests.append((method, url.path, query, ctype))
-            found = self._discovery(url.path) if method == "GET" else None
+            found = self._discovery(url.path, req.headers.get("Accept", "")) if method == "GET" else None
             if found:
                 return req._send(*found)
             try:
-                gv, plural, ns, name = self._parse(url.path)
-                kinds = dict((p, (k, n)) for p, k, n in self._resources(gv))
+                asked, plural, ns, name = self._parse(url.path)
+                kinds = dict((p, (k, n)) for p, k, n in self._resources(asked))
                 kind, namespaced = kinds[plural]
             except (KeyError, IndexError):
                 return req._send(*self._status(404, "NotFound", "the server could not find the requested resource"))
+            req.warnings = self._warning(asked, kind)
+            self.warnings += [(method, url.path, w) for w in req.warnings]
+            gv = self._stored_as(asked, plural)
             key = (gv, plural, ns, name)
             dry_run = (query.get("dryRun") or [""])[0] == "All"
             if method == "GET":
@@ -409,36 +548,38 @@ class FakeAPIServer:
                     except ValueError as exc:
                         return req._send(400, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                                "message": str(exc), "reason": "BadRequest", "code": 400})
-                    items = [self._shown(k, o) for k, o in sorted(self.objects.items())
+                    items = [self._view(self._shown(k, o), asked) for k, o in sorted(self.objects.items())
                              if k[0] == gv and k[1] == plural and (not ns or k[2] == ns)
                              and selector((o.get("metadata") or {}).get("labels") or {})]
-                    return req._send(200, {"kind": kind + "List", "apiVersion": gv,
+                    return req._send(200, {"kind": kind + "List", "apiVersion": asked,
                                            "metadata": {"resourceVersion": str(self._rv)}, "items": items})
                 if key not in self.objects:
                     return req._send(*self._status(404, "NotFound", '%s "%s" not found' % (plural, name)))
-                return req._send(200, self._shown(key, self.objects[key]))
+                return req._send(200, self._view(self._shown(key, self.objects[key]), asked))
             if method == "DELETE":
                 if name is None or key not in self.objects:
                     return req._send(*self._status(404, "NotFound", '%s "%s" not found' % (plural, name)))
-                gone = self._shown(key, self.objects[key])
+                before = self._shown(key, self.objects[key])
                 if not dry_run:
-                    for other in [k for k in self.objects
-                                  if k == key or (plural == "namespaces" and gv == "v1" and k[2] == name)]:
-                        # The namespace controller deletes everything in a deleted namespace.
-                        del self.objects[other]
-                        self.managed.pop(other, None)
-                return req._send(200, gone)
+                    self._delete(key, self.now())
+                # The object marked for deletion while finalizers hold it, else as it was.
+                after = self.objects.get(key)
+                return req._send(200, self._view(self._shown(key, after) if after is not None else before, asked))
             # PATCH
             if namespaced and ns and ("v1", "namespaces", "", ns) not in self.objects:
                 return req._send(*self._status(404, "NotFound", 'namespaces "%s" not found' % ns))
-            patch = json.loads(body or b"{}")
             existing = self.objects.get(key)
+            terminating = namespaced and ns and self.objects[("v1", "namespaces", "", ns)]["metadata"].get("deletionTimestamp")
+            if existing is None and terminating:
+                return req._send(*self._status(403, "Forbidden", 'unable to create new content in namespace %s because '
+                                                                 'it is being terminated' % ns))
+            patch = json.loads(body or b"{}")
             if "apply-patch" in ctype:
                 manager = (query.get("fieldManager") or [""])[0]
                 if not manager:
                     return req._send(*self._status(400, "BadRequest", "PATCH with apply requires a fieldManager"))
                 self.field_managers.add(manager)
-                merged, managed = self._apply(key, existing, patch, manager,
+                merged, managed = self._apply(key, existing, dict(patch, apiVersion=gv), manager,
                                               (query.get("force") or [""])[0] == "true")
                 if managed is None:
                     return req._send(*merged)
@@ -458,5 +599,8 @@ class FakeAPIServer:
                 if plural == "customresourcedefinitions" and existing is None:
                     self._crds[name] = (time.monotonic() + self.crd_delay, merged)
                     self._settle()
-            return req._send(201 if existing is None else 200, self._shown(key, merged, managed) if dry_run else
-                             self._shown(key, self.objects[key]))
+                self._collect()  # an update that clears the last finalizer of a marked object removes it
+                if key not in self.objects:
+                    return req._send(200, self._view(self._shown(key, merged, managed), asked))
+            return req._send(201 if existing is None else 200, self._view(
+                self._shown(key, merged, managed) if dry_run else self._shown(key, self.objects[key]), asked))

@@ -82,6 +82,9 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert "metadata.labels.nvidia.com/device-plugin.config" in owners["gpuops-platform"]
         assert "metadata.labels.nvidia.com/device-plugin.config" not in owners.get("kubectl-label", set())
         assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "gpu-a"
+        # The GitOps tools' annotations belong to render mode: none reaches a live Node
+        # (ObjectMeta.annotations, API reference: the applied configuration is what the manager owns).
+        assert not [k for k in node["metadata"].get("annotations") or {} if "argoproj.io" in k or "fluxcd.io" in k]
         # Taints merged, not replaced.
         assert {"key": "gpu", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
         assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in node["spec"]["taints"]
@@ -92,8 +95,11 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         # Without --diff too, what the apply created is told from what it changed (the seeded nodes).
         assert "80 gpu_tenants: 8 objects, changed (objects: 8 created)" in said
         assert "30 gpu_nodes: 2 objects, changed (objects: 2 changed)" in said
-        # Clean against the pinned kubernetes.core: nothing deprecated is used.
+        # Clean against the pinned kubernetes.core: nothing deprecated is used, and a run with nothing wrong
+        # prints no warning; the API server sent no deprecation Warning header (299, see fake_apiserver).
         assert "DEPRECATION" not in first.output
+        assert "[WARNING]" not in first.output, [ln for ln in first.output.splitlines() if "WARNING" in ln]
+        assert api.warnings == []
 
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
         second = run(tmp_path, api, "second", collections=installed_collection)
@@ -103,6 +109,7 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert "80 gpu_tenants: 8 objects, unchanged (objects: 8 unchanged)" in said
         assert "30 gpu_nodes: 2 objects, unchanged (objects: 2 unchanged)" in said
         assert {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()} == rv
+        assert "[WARNING]" not in second.output, [ln for ln in second.output.splitlines() if "WARNING" in ln]
 
         # ... and is needed: the same apply without force is a conflict once another manager owns the label.
         handler = api.objects[("v1", "nodes", "", "gpu-a")]
@@ -220,8 +227,11 @@ def test_a_dropped_tenant_is_pruned_a_foreign_object_never_and_check_mode_only_l
         assert "ResourceQuota team-b/gpuops-tenant" in flat and "Namespace team-b" in flat
         assert "planned" in flat
 
+        # A finalizer holds team-b's LimitRange: deleted, its namespace stays Terminating until it clears
+        # (ObjectMeta.deletionTimestamp and finalizers, API reference).
+        api.objects[("v1", "limitranges", "team-b", "gpuops-tenant")]["metadata"]["finalizers"] = ["example.com/hold"]
         run(tmp_path, api, "one", collections=installed_collection)
-        assert api.get("Namespace", "team-b") is None
+        assert api.get("Namespace", "team-b")["metadata"]["deletionTimestamp"]
         assert api.get("ResourceQuota", "gpuops-tenant", "team-b") is None
         assert api.get("ResourceQuota", "gpuops-tenant", "team-c") is None
         assert api.get("Namespace", "team-c") is not None, "a namespace with a foreign object was deleted"
@@ -229,6 +239,13 @@ def test_a_dropped_tenant_is_pruned_a_foreign_object_never_and_check_mode_only_l
         assert api.get("ResourceQuota", "gpuops-tenant", "team-a") is not None
         # Nodes are never members, so never pruned.
         assert api.get("Node", "gpu-a") is not None and PART_OF not in api.get("Node", "gpu-a")["metadata"]["labels"]
+
+        # While team-b finalizes, a run sends no DELETE, changes nothing and says it is still finalizing.
+        del api.requests[:]
+        again = run(tmp_path, api, "two", collections=installed_collection)
+        assert "changed=0" in recap(again), recap(again)
+        assert not [r for r in api.requests if r[0] == "DELETE"]
+        assert "still finalizing 2 (LimitRange team-b/gpuops-tenant (being deleted since" in " ".join(again.output.split())
 
 
 def test_a_layer_without_releases_never_acts_on_an_earlier_applys_helm_plans(tmp_path, installed_collection):

@@ -339,3 +339,18 @@ def test_bad_variables_fail_early_with_a_clear_message(render, name, extra_vars,
     assert "value of gpu_operator_mig_strategy" not in flat
     # Failed in the plan, before any layer was rendered (or applied).
     assert not result.dir.exists() or not any(result.dir.iterdir())
+
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+
+def test_every_object_carries_one_managed_by_value(rendered):
+    """ObjectMeta.labels with the recommended label app.kubernetes.io/managed-by
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/): one value, gpuops.platform,
+    on every object the collection owns (a Node only gets labels, it is not the collection's), so one selector
+    finds them all."""
+    values = dict((o["kind"] + " " + o["metadata"].get("namespace", "") + "/" + o["metadata"]["name"],
+                   (o["metadata"].get("labels") or {}).get(MANAGED_BY))
+                  for o in rendered.objects if o["kind"] != "Node")
+    assert values and {v for v in values.values()} == {"gpuops.platform"}, \
+        sorted(k for k, v in values.items() if v != "gpuops.platform")

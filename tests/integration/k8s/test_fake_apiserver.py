@@ -7,7 +7,13 @@ Each behaviour comes from the Kubernetes documentation:
 - CRDs: https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/
   (the kind is served once the CRD is Established);
 - API concepts: https://kubernetes.io/docs/reference/using-api/api-concepts/
-  (404 for a missing namespace or kind, label selectors on list, delete).
+  (404 for a missing namespace or kind, label selectors on list, delete);
+- finalizers: https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/
+  and ObjectMeta.deletionTimestamp in the API reference;
+- discovery: https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api
+  (APIGroup.preferredVersion, the aggregated APIGroupDiscoveryList of apidiscovery.k8s.io/v2);
+- warnings: https://kubernetes.io/blog/2020/09/03/warnings/ (the `Warning: 299 - "..."` header
+  on every request to a deprecated API).
 Plain HTTP, no Ansible: these run in a second.
 """
 import json
@@ -24,15 +30,20 @@ MERGE = "application/merge-patch+json"
 NODE = "/api/v1/nodes/gpu-a"
 
 
-def call(api, method, path, body=None, ctype=APPLY, **query):
+def call(api, method, path, body=None, ctype=APPLY, headers=None, **query):
+    code, body, dummy = call_with_headers(api, method, path, body, ctype, headers, **query)
+    return code, body
+
+
+def call_with_headers(api, method, path, body=None, ctype=APPLY, headers=None, **query):
     url = api.url + path + ("?" + "&".join("%s=%s" % kv for kv in query.items()) if query else "")
     req = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": ctype})
+                                 headers=dict({"Content-Type": ctype}, **(headers or {})))
     try:
         with urllib.request.urlopen(req) as resp:
-            return resp.status, json.loads(resp.read())
+            return resp.status, json.loads(resp.read()), resp.headers
     except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
+        return err.code, json.loads(err.read()), err.headers
 
 
 def node(labels):
@@ -183,3 +194,82 @@ def test_creation_and_entry_times_follow_the_api_reference(api):
     assert "gpuops-platform" not in managers(body)
     # Seeded objects were made before any run.
     assert api.get("Node", "gpu-a")["metadata"]["creationTimestamp"] == "2026-01-01T00:00:00Z"
+
+
+def test_finalizers_keep_a_deleted_object_marked_until_they_clear(api):
+    """ObjectMeta.deletionTimestamp and finalizers (API reference, ObjectMeta; the Finalizers concept page)."""
+    api.now = lambda: "2026-11-01T10:00:00Z"
+    api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
+    api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "held", "namespace": "team-b",
+                                                                   "finalizers": ["example.com/hold"]}})
+    api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "free", "namespace": "team-b"}})
+    code, body = call(api, "DELETE", "/api/v1/namespaces/team-b")
+    assert code == 200 and body["metadata"]["deletionTimestamp"] == "2026-11-01T10:00:00Z"
+    assert body["status"]["phase"] == "Terminating"
+    # The free object went; the held one stays, marked; so does its namespace.
+    assert api.get("ConfigMap", "free", "team-b") is None
+    held = call(api, "GET", "/api/v1/namespaces/team-b/configmaps/held")[1]
+    assert held["metadata"]["deletionTimestamp"] == "2026-11-01T10:00:00Z"
+    version = api.get("Namespace", "team-b")["metadata"]["resourceVersion"]
+    # A second DELETE changes nothing.
+    api.now = lambda: "2026-11-01T10:05:00Z"
+    code, body = call(api, "DELETE", "/api/v1/namespaces/team-b")
+    assert code == 200 and body["metadata"]["deletionTimestamp"] == "2026-11-01T10:00:00Z"
+    assert body["metadata"]["resourceVersion"] == version
+    # Nothing new may be created in a Terminating namespace.
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new", "namespace": "team-b"}}
+    code, body = call(api, "PATCH", "/api/v1/namespaces/team-b/configmaps/new", cm, fieldManager="m")
+    assert code == 403 and body["reason"] == "Forbidden"
+    # Clearing the finalizer lets both go.
+    call(api, "PATCH", "/api/v1/namespaces/team-b/configmaps/held", {"metadata": {"finalizers": None}}, ctype=MERGE,
+         fieldManager="example")
+    assert api.get("ConfigMap", "held", "team-b") is None and api.get("Namespace", "team-b") is None
+
+
+def test_discovery_names_the_preferred_version_and_serves_every_version_as_one_object(api):
+    """APIGroup.preferredVersion (API reference, APIGroupList) and versions as views of one object."""
+    groups = dict((g["name"], g) for g in call(api, "GET", "/apis")[1]["groups"])
+    assert groups["kueue.x-k8s.io"]["preferredVersion"]["version"] == "v1beta2"
+    assert [v["version"] for v in groups["kueue.x-k8s.io"]["versions"]] == ["v1beta2", "v1beta1"]
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"}}
+    assert call(api, "PATCH", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/q", cq, fieldManager="m")[0] == 201
+    code, body = call(api, "GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/q")
+    assert code == 200 and body["apiVersion"] == "kueue.x-k8s.io/v1beta1"
+
+
+def test_aggregated_discovery_when_asked_for_and_served(api):
+    """APIGroupDiscoveryList (apidiscovery.k8s.io/v2): versions in descending order of preference."""
+    accept = {"Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"}
+    code, body, headers = call_with_headers(api, "GET", "/apis", headers=accept)
+    assert code == 200 and body["kind"] == "APIGroupDiscoveryList" and body["apiVersion"] == "apidiscovery.k8s.io/v2"
+    assert headers["Content-Type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    kueue = next(g for g in body["items"] if g["metadata"]["name"] == "kueue.x-k8s.io")
+    assert [v["version"] for v in kueue["versions"]] == ["v1beta2", "v1beta1"]
+    queue = next(r for r in kueue["versions"][0]["resources"] if r["resource"] == "clusterqueues")
+    assert queue["scope"] == "Cluster" and queue["responseKind"] == {"group": "kueue.x-k8s.io", "version": "v1beta2",
+                                                                      "kind": "ClusterQueue"}
+    core = call_with_headers(api, "GET", "/api", headers=accept)[1]
+    assert [g["metadata"]["name"] for g in core["items"]] == [""]
+    # Plain discovery without the header, and on a server that does not aggregate.
+    assert call(api, "GET", "/apis")[1]["kind"] == "APIGroupList"
+    api.aggregated = False
+    assert call_with_headers(api, "GET", "/api", headers=accept)[1]["kind"] == "APIVersions"
+
+
+def test_server_side_apply_answers_with_the_stored_object(api):
+    """PATCH (application/apply-patch+yaml) returns the object, as the API reference's patch operations say."""
+    code, body = call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="gpuops-platform")
+    assert code == 200 and body == call(api, "GET", NODE)[1]
+    again = call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="gpuops-platform")[1]
+    assert again["metadata"]["resourceVersion"] == body["metadata"]["resourceVersion"]
+
+
+def test_deprecated_versions_answer_with_a_warning_header(api):
+    """The API server's deprecation warnings: `Warning: 299 - "<text>"` on every request to them."""
+    code, dummy, headers = call_with_headers(api, "GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues")
+    assert code == 200 and headers.get_all("Warning") == [
+        '299 - "kueue.x-k8s.io/v1beta1 ClusterQueue is deprecated; use kueue.x-k8s.io/v1beta2 ClusterQueue"']
+    assert call_with_headers(api, "GET", "/api/v1/namespaces/x/endpoints")[2]["Warning"].startswith(
+        '299 - "v1 Endpoints is deprecated')
+    assert call_with_headers(api, "GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues")[2]["Warning"] is None
+    assert [w[1] for w in api.warnings] == ["/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "/api/v1/namespaces/x/endpoints"]

@@ -13,6 +13,8 @@ import yaml
 from k8s_support import DEFAULT_K8S_VERSION, check_helm_values, load_facts, validate_builtin, validate_objects
 from sched_support import fleet, plan_roles
 
+ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"
+
 pytestmark = pytest.mark.slow
 
 # The reference chart of each role's release.
@@ -279,6 +281,9 @@ BAD = [
      "ClusterQueue a sets quota on flavor a100, which is not one of the ResourceFlavors"),
     (["kueue"], {"kueue_tenant_cluster_queues": False, "gpu_tenants_list": [{"name": "team-a", "kueue_cluster_queue": "team-a"}]},
      "tenant team-a uses kueue_cluster_queue team-a, which is not one of the ClusterQueues (gpu-fleet); define it in kueue_cluster_queues"),
+    # A variable that would silently do nothing beside another is refused.
+    (["kueue"], {"kueue_default_cluster_queue": "all", "kueue_cluster_queues": [{"name": "a"}]},
+     "kueue: kueue_default_cluster_queue (all) names the one ClusterQueue made when kueue_cluster_queues is empty"),
     (["kueue"], {"kueue_cohort": "", "gpu_tenants_list": [{"name": "team-a", "kueue_cluster_queue": "team-a"}]},
      "the tenant ClusterQueues team-a have no quota of their own and borrow from the cohort; set kueue_cohort"),
     (["kuberay"], {"kuberay_worker_min_replicas": -1},
@@ -300,3 +305,37 @@ def test_bad_variables_fail_early_with_a_clear_message(installed_collection, tmp
     rc, output, data = plan_roles(tmp_path, evars, installed_collection, roles=roles)
     assert rc != 0 and data is None
     assert message in " ".join(output.split()), output[-3000:]
+
+
+def test_every_object_carries_one_managed_by_value(planned):
+    """The recommended label app.kubernetes.io/managed-by
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/): gpuops.platform on every
+    object of every scheduling role."""
+    missing = sorted("%s %s" % (o["kind"], o["metadata"]["name"]) for o in _objects(planned.data)
+                     if (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") != "gpuops.platform")
+    assert _objects(planned.data) and missing == []
+
+
+@pytest.mark.parametrize("role,path", [("kuberay", ["image"]), ("kueue", ["controllerManager", "manager", "image"])])
+def test_an_image_tag_is_honoured_without_a_repository(installed_collection, tmp_path, role, path):
+    """A variable never silently does nothing: the tag alone goes into the chart's values (the repository stays the
+    chart's), the repository alone keeps the chart's tag. Helm values of the pinned charts (shared reference), not an
+    API object: the Container's image field (API reference, Container v1 core) is built from them by the chart."""
+    def image(extra):
+        workdir = tmp_path / str(len(list(tmp_path.iterdir())))
+        workdir.mkdir()
+        rc, output, data = plan_roles(workdir,
+                                      dict(ALL_ON, gpuops_k8s_capacity=fleet(HOSTS), **extra), installed_collection,
+                                      roles=[role])
+        assert rc == 0, output[-3000:]
+        values = data[role]["release"]["values"]
+        for key in path:
+            values = values.get(key) or {}
+        return values
+
+    pinned = yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text())[role + "_image_tag"]
+    assert image({role + "_image_tag": "v9.9.9"}) == {"tag": "v9.9.9"}
+    assert image({}) == {"tag": pinned}
+    assert image({role + "_image_repository": "registry.example.com/x"}) == {"repository": "registry.example.com/x",
+                                                                              "tag": pinned}
+    assert image({role + "_image_tag": ""}) == {}

@@ -134,7 +134,7 @@ def test_results_are_counted_for_the_layer_that_planned_each_object():
             {"changed": True, "results": [{"changed": True, "item": RELEASE}]}]
     applysets = {"changed": True, "sets": [
         {"name": "gpuops-tenants", "changed": True, "pruned": ["Namespace team-b"], "kept": []},
-        {"name": "gpuops-sharing", "changed": False, "pruned": [], "kept": []},
+        {"name": "gpuops-sharing", "changed": False, "pruned": [], "kept": [], "finalizing": ["Namespace x (being deleted)"]},
         {"name": "gpuops-kueue", "changed": False, "pruned": [], "kept": []}]}
     plans = [{"name": "kueue", "namespace": "kueue-system", "action": "upgrade", "recover": "rollback",
               "reason": "pending-upgrade at revision 3: rolled back to revision 2"}]
@@ -151,6 +151,7 @@ def test_results_are_counted_for_the_layer_that_planned_each_object():
     assert got["kueue"]["helm"] == ["upgrade"]
     assert got["kueue"]["recovered"] == ["kueue: pending-upgrade at revision 3: rolled back to revision 2"]
     assert got["sharing"]["helm"] == [] and got["sharing"]["recovered"] == []
+    assert got["sharing"]["finalizing"] == ["Namespace x (being deleted)"] and got["tenants"]["finalizing"] == []
     assert got["tenants"]["objects"] == 2
 
 

@@ -128,3 +128,12 @@ def test_values_show_old_and_new_except_in_a_secret():
     labels = {"changed": True, "result": {"results": [_item("Node", "gpu-b", True, diff={
         "before": {"metadata": {"labels": {}}}, "after": {"metadata": {"labels": {"gpu": "true"}}}})]}}
     assert k8s_apply_report([labels], values=True)["fields"]["Node gpu-b"] == ["metadata.labels.gpu: (none) -> true"]
+
+
+def test_a_member_still_finalizing_is_named_without_a_change():
+    """ObjectMeta.deletionTimestamp (API reference): deleted on an earlier run, held by finalizers."""
+    layer = {"name": "gpu_tenants", "order": 80, "objects": 9, "releases": [], "changed": False,
+             "finalizing": ["Namespace team-b (being deleted since 2026-11-01T10:00:00Z)"]}
+    lines = k8s_stats_lines({"mode": "apply", "check": False, "objects": 9, "releases": 0, "layers": [layer]})
+    assert lines[1] == ("80 gpu_tenants: 9 objects, unchanged, still finalizing 1 "
+                        "(Namespace team-b (being deleted since 2026-11-01T10:00:00Z))")

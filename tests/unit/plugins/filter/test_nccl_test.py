@@ -78,3 +78,21 @@ def test_bad_arguments_are_named():
         nccl_test_result({"log": ""})
     with pytest.raises(AnsibleFilterError, match="min_busbw_gbps must be a number"):
         nccl_test_result("", "fast")
+
+
+@pytest.mark.parametrize("old, new", [
+    ("# Avg bus bandwidth    : 23.2542", "# Avg bus bandwidth    : 2.1.0"),  # a garbled average
+    ("# Avg bus bandwidth    : 23.2542", "# Avg bus bandwidth    : nan"),
+])
+def test_a_malformed_average_is_no_result(rdma, old, new):
+    assert old in rdma
+    result = nccl_test_result(rdma.replace(old, new))
+    assert result["avg_busbw"] is None and not result["passed"]
+    assert "printed no results" in result["detail"]
+
+
+def test_a_garbled_wrong_count_is_not_a_number(rdma):
+    row = [line for line in rdma.splitlines() if line.strip().startswith("33554432")][0]
+    garbled = row[:-1] + "\u00b2"  # a superscript digit: str.isdigit() says yes, int() says no
+    result = nccl_test_result(rdma.replace(row, garbled))
+    assert result["passed"] and result["sizes"] == nccl_test_result(rdma)["sizes"]

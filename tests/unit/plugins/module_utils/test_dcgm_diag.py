@@ -1,6 +1,7 @@
 """The dcgmi diag JSON parser on recorded outputs (tests/fixtures/dcgm), every shape and result value."""
 import copy
 import json
+import re
 
 import pytest
 
@@ -206,3 +207,46 @@ def test_a_failure_without_its_own_warning_takes_the_test_summarys(fixture):
     doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["test_summary"].pop("warnings")
     (line,) = dcgm_diag.failures(dcgm_diag.parse(doc))
     assert line == "GPU 0: test 'software' (Deployment) failed: no message from DCGM"
+
+
+def _one_result(**result):
+    return json.dumps({"DCGM GPU Diagnostic": {"version": "3.1.0", "test_categories": [
+        {"category": "Hardware", "tests": [{"name": "Diagnostic", "results": [dict(status="Pass", **result)]}]}]}})
+
+
+@pytest.mark.parametrize("result, gpus", [
+    ({"gpu_ids": "0,1,2,3,4,5,6,7"}, list(range(8))),   # DCGM 2.x/3.x write a comma-separated string
+    ({"gpu_ids": 3}, [3]),                              # or one id as a number
+    ({"gpu_id": "0,1"}, [0, 1]),
+    ({"entity_group": "GPU", "entity_id": "0,1"}, [0, 1]),
+    ({"entity_group": "GPU", "entity_id": 5}, [5]),
+])
+def test_gpu_lists_in_every_shape_dcgm_writes(result, gpus):
+    parsed = dcgm_diag.parse(_one_result(**result))
+    assert [r["gpu"] for r in parsed["results"]] == gpus
+
+
+@pytest.mark.parametrize("result, message", [
+    ({"gpu_ids": "0;1"}, "unreadable gpu_ids '0;1': DCGM writes a GPU id or ids separated by commas"),
+    ({"gpu_id": True}, "unreadable gpu_id True"),
+    ({"entity_id": "²"}, "unreadable entity_id '²'"),
+    ({"entity_group": 7, "entity_id": 0}, "the entity_group 7, not an entity group name"),
+    ({"gpu_ids": 0, "warnings": 12}, None),  # one warning, as a number: kept as its text
+])
+def test_unreadable_gpu_lists_are_refused_naming_the_test_and_field(result, message):
+    if message is None:
+        assert dcgm_diag.parse(_one_result(**result))["results"][0]["gpu"] == 0
+        return
+    with pytest.raises(dcgm_diag.DcgmDiagError, match="test 'Diagnostic' \\(Hardware\\) has " + re.escape(message)):
+        dcgm_diag.parse(_one_result(**result))
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"test_categories": 1}, "test_categories must be a list, got int 1"),
+    ({"test_categories": [{"category": "Hardware", "tests": 5}]}, "the tests of category 'Hardware' must be a list"),
+    ({"test_categories": [{"category": "Hardware", "tests": [{"name": "x", "results": "Pass"}]}]},
+     "the results of test 'x' \\(Hardware\\) must be a list"),
+])
+def test_lists_that_are_not_lists_are_refused(doc, message):
+    with pytest.raises(dcgm_diag.DcgmDiagError, match=message):
+        dcgm_diag.parse(json.dumps({"DCGM GPU Diagnostic": doc}))

@@ -37,7 +37,8 @@ def test_group_kinds_as_kubectl_writes_them():
 def test_membership_labels_all_but_nodes_and_copies():
     original = [obj("Namespace", "team-a", labels={"keep": "me"}), obj("Node", "gpu-a")]
     out = aset.with_membership(original, SET)
-    assert out[0]["metadata"]["labels"] == {"keep": "me", aset.PART_OF_LABEL: SET}
+    assert out[0]["metadata"]["labels"] == {"keep": "me", aset.PART_OF_LABEL: SET,
+                                            "app.kubernetes.io/managed-by": "gpuops.platform"}
     assert "labels" not in out[1]["metadata"]
     assert original[0]["metadata"]["labels"] == {"keep": "me"}
 
@@ -74,3 +75,13 @@ def test_foreign_objects_in_a_namespace():
 @pytest.mark.parametrize("ns", sorted(aset.PROTECTED_NAMESPACES))
 def test_protected_namespaces_are_never_candidates(ns):
     assert aset.prune_candidates([member("Namespace", ns)], [], SET) == []
+
+
+def test_objects_being_deleted_are_finalizing_not_candidates():
+    """ObjectMeta.deletionTimestamp (API reference): deletion has begun; the object waits for its finalizers."""
+    found = [member("Namespace", "team-b"), member("ResourceQuota", "gpuops-tenant", "team-b")]
+    found[0]["metadata"]["deletionTimestamp"] = "2026-11-01T10:00:00Z"
+    assert [aset.describe(o) for o in aset.prune_candidates(found, [], SET)] == ["ResourceQuota team-b/gpuops-tenant"]
+    assert [aset.describe(o) for o in aset.finalizing(found, [], SET)] == ["Namespace team-b"]
+    # Planned again (the tenant came back while its namespace was finalizing): not reported here.
+    assert aset.finalizing(found, [member("Namespace", "team-b")], SET) == []

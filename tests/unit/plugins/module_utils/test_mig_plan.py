@@ -212,3 +212,46 @@ def test_mixed_resource_names_follow_the_device_plugin_for_attribute_profiles():
     assert result["k8s_resources"]["mixed"]["resources"] == {
         "nvidia.com/mig-1g.24gb.me.all": 1, "nvidia.com/mig-1g.24gb.gfx": 1, "nvidia.com/mig-1g.24gb-me": 2}
     assert mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+
+
+# --- devices NVML could not name (nvml_facts records "profile": null) ---------
+
+def unnamed_node():
+    """GPU 0: a 3g.40gb at 0 and a device at 4 whose profile NVML did not name; GPU 1 (an A100): MIG off."""
+    unnamed = mig_device(2, None, 4, 4)
+    return facts(gpu(0, current="enabled", devices=[mig_device(1, "3g.40gb", 0, 4), unnamed]),
+                 gpu(1, device_id="0x20B210DE", name="NVIDIA A100-SXM4-80GB"))
+
+
+def test_an_unnamed_mig_device_is_a_layout_no_config_asks_for():
+    doc = {"version": "v1", "mig-configs": {"two-3g": [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]}}
+    result = run(unnamed_node(), doc, "two-3g")
+    gp = result["gpus"][0]
+    assert result["valid"] and result["changed"] and gp["changed"]
+    assert gp["before"]["layout"] == {"3g.40gb": 1, PL.UNNAMED: 1}
+    assert [i["gpu_instance_id"] for i in gp["keep"]] == [1]
+    assert [(i["gpu_instance_id"], i["profile"]) for i in gp["destroy"]] == [(2, None)]
+    assert [(c["profile"], c["start"]) for c in gp["create"]] == [("3g.40gb", 4)]
+    assert "unnamed@4" in PL.diff(result)["before"] and "unnamed" not in PL.diff(result)["after"]
+
+
+def test_an_unnamed_mig_device_left_alone_is_no_kubernetes_resource():
+    doc = {"version": "v1", "mig-configs": {"a100-off": [
+        {"devices": [1], "mig-enabled": False}]}}
+    result = run(unnamed_node(), doc, "a100-off")
+    assert result["valid"] and not result["gpus"][0]["changed"]
+    k8s = result["k8s_resources"]
+    assert k8s["mixed"]["resources"] == {"nvidia.com/mig-3g.40gb": 1, "nvidia.com/gpu": 1}
+    assert not k8s["single"]["valid"]
+    unnamed_only = run(facts(unnamed_node()["gpus"][0]), doc, "a100-off")["k8s_resources"]["single"]
+    assert not unnamed_only["valid"] and "GPU 0 has a MIG device whose profile NVML did not name" in unnamed_only["reason"]
+
+
+def test_a_mig_device_without_a_gpu_instance_id_is_never_kept():
+    unknown = dict(mig_device(0, "3g.40gb", 0, 4), gpu_instance_id=None)
+    node = facts(gpu(0, current="enabled", devices=[mig_device(1, "3g.40gb", 0, 4), unknown]))
+    gp = run(node, config(mig_enabled=True, mig_devices={"3g.40gb": 2}))["gpus"][0]
+    assert gp["changed"]
+    assert [i["gpu_instance_id"] for i in gp["keep"]] == [1]
+    assert [i["gpu_instance_id"] for i in gp["destroy"]] == [None]

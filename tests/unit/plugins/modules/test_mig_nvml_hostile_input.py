@@ -11,6 +11,7 @@ import pytest
 from unittest import mock
 
 from ansible_collections.gpuops.platform.plugins.modules import nvidia_mig, nvml_facts
+from conftest import FIXTURES
 from support.module_args import ExitJson, FailJson, patch_module_args
 
 pytestmark = pytest.mark.usefixtures("module_exits")
@@ -236,3 +237,27 @@ def test_replay_file_bad_json(tmp_path, text, parts):
     path = tmp_path / "facts.json"
     path.write_text(text)
     _fails_clearly(nvml_facts, {"replay_file": str(path)}, path, "replay_file", *parts)
+
+
+# -- what nvml_facts itself records when NVML cannot say ------------------------------
+
+@pytest.mark.parametrize("devices, changed", [("all", True), ("[7]", False)])
+def test_a_replayed_mig_device_without_a_profile_name_is_planned(tmp_path, devices, changed):
+    """nvml_facts writes "profile": null when NVML names no profile: nvidia_mig plans it, never a traceback.
+
+    A config that selects the GPU replaces the device; one that leaves it alone keeps it, exposing nothing
+    Kubernetes could name.
+    """
+    facts = json.loads((FIXTURES / "nvml" / "h200-mig.json").read_text())
+    nvidia = facts.get("ansible_facts", {}).get("nvidia", facts)
+    device = nvidia["gpus"][0]["mig"]["devices"][0]
+    device["profile"] = None
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    config = tmp_path / "config.yaml"
+    config.write_text("version: v1\nmig-configs:\n  mig-off:\n    - devices: %s\n      mig-enabled: false\n" % devices)
+    ok, result = _run(nvidia_mig, dict(config_file=str(config), config_name="mig-off", facts_file=str(path)))
+    assert ok, result
+    assert result["changed"] is changed
+    assert "unnamed@%s" % device["placement"]["start"] in result["diff"]["before"]
+    assert ("unnamed@" in result["diff"]["after"]) is not changed

@@ -315,3 +315,53 @@ def test_a_bad_mig_document_names_the_variable_that_holds_it(tmp_path):
     out = plan(tmp_path, {"a": ("dgx-a100", {"mig_config": bad, "mig_config_name": "x"})})
     (error,) = out["hosts"]["a"]["errors"]
     assert error.startswith("invalid MIG config (mig_config): ") and "'mig-enabled' is required" in error
+
+
+# --- one host's facts never stop the fleet --------------------------------------
+
+def test_a_fabric_state_null_beside_completed_is_unknown(tmp_path):
+    facts = fixture("hgx-h100")
+    gpus = (facts.get("ansible_facts", {}).get("nvidia") or facts)["gpus"]
+    gpus[0]["fabric"] = {"state": "completed", "status": "success", "clique_id": 0, "cluster_uuid": None,
+                         "degraded_bandwidth": False}
+    gpus[1]["fabric"] = {"state": None, "status": None, "clique_id": None, "cluster_uuid": None,
+                         "degraded_bandwidth": None}
+    out = plan(tmp_path, {"a": (facts, {})})
+    assert out["hosts"]["a"]["fabric"]["fabric_states"] == ["completed", "unknown"]
+
+
+def test_a_host_whose_facts_break_the_planner_is_that_hosts_error(tmp_path, monkeypatch):
+    real = fp.plan_fabric
+
+    def broken(settings, facts):
+        if facts.get("driver_version") == "999.99":
+            raise TypeError("'<' not supported between instances of 'NoneType' and 'str'")
+        return real(settings, facts)
+    monkeypatch.setattr(fp, "plan_fabric", broken)
+    bad = fixture("hgx-h100")
+    (bad.get("ansible_facts", {}).get("nvidia") or bad)["driver_version"] = "999.99"
+    out = plan(tmp_path, {"bad": (bad, {}), "good": ("hgx-h100", {})})
+    assert out["hosts"]["good"]["valid"] and not out["hosts"]["bad"]["valid"]
+    error = out["hosts"]["bad"]["errors"][0]
+    assert str(tmp_path / "bad.json") in error and "TypeError" in error and "record it again" in error
+    assert out["summary"]["hosts_invalid"] == ["bad"] and out["errors"][0].startswith("bad: ")
+
+
+@pytest.mark.parametrize("hostvars, error", [
+    ({"gpu_nodes_host_labels": ["gpu=true"]}, "gpu_nodes_host_labels must be a mapping, got list ['gpu=true']"),
+    ({"gpu_nodes_host_labels": {1: "x"}}, "gpu_nodes_host_labels must map label names (strings) to values"),
+    ({"gpu_nodes_node_name": ["a", "b"]}, "gpu_nodes_node_name must be a string, got list"),
+    # an int path would be opened as a file descriptor
+    ({"mig_config_name": "x", "mig_config_file": 5}, "mig_config_file must be a string, got int 5"),
+    ({"nvidia_driver_state": True}, "nvidia_driver_state must be a string, got bool True"),
+])
+def test_a_variable_of_the_wrong_type_is_that_hosts_error(tmp_path, hostvars, error):
+    out = plan(tmp_path, {"bad": ("hgx-h100", hostvars), "good": ("hgx-h100", {})})
+    assert out["hosts"]["bad"]["errors"] == [error] or out["hosts"]["bad"]["errors"][0].startswith(error)
+    assert out["hosts"]["good"]["valid"]
+
+
+@pytest.mark.parametrize("hostvars", [{"nvidia_driver_branch": 570}, {"nvidia_driver_version": "570.172.08"},
+                                      {"nvidia_driver_fabricmanager": True}, {"mig_config": None}])
+def test_values_yaml_reads_as_numbers_and_booleans_are_fine(tmp_path, hostvars):
+    assert plan(tmp_path, {"a": ("hgx-h100", hostvars)})["hosts"]["a"]["valid"]
