@@ -40,9 +40,9 @@ def test_role_variables_are_prefixed_and_specified(role):
     # A role may also document the platform-wide gpuops_* settings it reads.
     foreign = [k for k in options if not k.startswith((role + "_", "gpuops_"))]
     assert foreign == [], "%s: options must start with %s_ or gpuops_" % (role, role)
-    # A data-only add-on (no tasks, so no vars/main.yml of its own) keeps the two private values
+    # A data-only add-on (no tasks, so no vars/main.yml of its own) keeps the private values
     # that k8s_addons and k8s_apply read in its defaults; they are not options.
-    private = {role + "__helm_values", role + "__wait_crds"} if not (base / "tasks").is_dir() else set()
+    private = {role + "__helm_values", role + "__wait_crds", role + "__refuse"} if not (base / "tasks").is_dir() else set()
     undocumented = sorted(set(defaults) - set(options) - private)
     assert undocumented == [], "%s: defaults missing from argument_specs" % role
     assert not private & set(options), "%s: private values are not options" % role

@@ -23,9 +23,9 @@ SHARED = yaml.safe_load((ROOT / "roles" / "k8s_apply" / "meta" / "release_option
 
 
 def test_the_add_on_roles_are_found():
-    assert ADDONS == ["dra_driver", "gpu_operator", "kai_scheduler", "kube_prometheus_stack", "kuberay", "kueue",
+    assert ADDONS == ["dcgm_exporter", "dra_driver", "gpu_operator", "kai_scheduler", "kube_prometheus_stack", "kuberay", "kueue",
                       "network_operator", "prometheus_adapter", "volcano"]
-    assert sorted(set(ADDONS) - set(WITH_TASKS)) == ["kube_prometheus_stack", "prometheus_adapter"]
+    assert sorted(set(ADDONS) - set(WITH_TASKS)) == ["dcgm_exporter", "kube_prometheus_stack", "prometheus_adapter"]
 
 
 def test_no_add_on_spec_is_stale():

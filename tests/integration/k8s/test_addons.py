@@ -1,4 +1,4 @@
-"""The data-only add-on roles (kube_prometheus_stack, prometheus_adapter): found and run by
+"""The data-only add-on roles (kube_prometheus_stack, prometheus_adapter, dcgm_exporter): found and run by
 k8s_addons, named nowhere in cluster.yml, rendered as their own layer with the
 release their shared options describe, checked against the upstream chart
 values, and refused with a clear error on a bad value."""
@@ -17,7 +17,7 @@ NODES = {"gpu-a": {"facts": "hgx-h100"}}
 # is left out by an add-on that is its chart alone.
 SHAPE = {"defaults/main.yml", "meta/argument_specs.yml", "meta/main.yml", "templates/objects.yml.j2", "README.md"}
 OBJECTS = "templates/objects.yml.j2"
-DATA_ONLY = {"kube_prometheus_stack": SHAPE, "prometheus_adapter": SHAPE - {OBJECTS}}
+DATA_ONLY = {"kube_prometheus_stack": SHAPE, "prometheus_adapter": SHAPE - {OBJECTS}, "dcgm_exporter": SHAPE}
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +62,18 @@ def test_the_stack_is_its_own_layer_with_the_pinned_chart(stack, shared_referenc
     assert values["alertmanager"] == {"enabled": False}
 
 
-def test_the_stack_owns_the_shared_namespace_at_the_level_node_exporter_needs(stack, shared_reference):
-    (ns,) = stack.layers["kube_prometheus_stack"]["objects"]
+def privileged_namespace(rendered, layer, name, shared_reference):
+    """The one object of an add-on layer: a valid Namespace ``name`` that enforces, audits and warns at privileged."""
+    (ns,) = rendered.layers[layer]["objects"]
     assert validate_objects([ns], shared_reference)["builtin"] == 1
-    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "monitoring"
+    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == name
     labels = ns["metadata"]["labels"]
     assert {labels["pod-security.kubernetes.io/%s" % m] for m in ("enforce", "audit", "warn")} == {"privileged"}
+    return ns
+
+
+def test_the_stack_owns_the_shared_namespace_at_the_level_node_exporter_needs(stack, shared_reference):
+    ns = privileged_namespace(stack, "kube_prometheus_stack", "monitoring", shared_reference)
     # One layer owns each object: gpu_monitoring leaves that namespace to the stack.
     assert stack.find("Namespace", "monitoring") == [ns]
     assert not [o for o in stack.layers["gpu_monitoring"]["objects"] if o["kind"] == "Namespace"]
@@ -150,6 +156,79 @@ def test_a_bad_value_stops_the_plan_naming_the_option(render):
     failed = render("addon-bad-value", nodes=NODES, expect_failure=True,
                     extra_vars={"kube_prometheus_stack_enabled": True, "kube_prometheus_stack_pod_security": "open"})
     assert "kube_prometheus_stack_pod_security" in failed.output and "privileged, baseline, restricted" in failed.output
+    assert failed.layers == {}
+
+
+# The keys of NVIDIA/dcgm-exporter's deployment/values.yaml (chart 4.8.x) that the role or the tests set;
+# ../shared/reference has the exporter's counters, not its chart. A list or scalar slot is None.
+DCGM_EXPORTER_CHART_KEYS = {
+    "arguments": None, "nodeSelector": {}, "tolerations": None, "affinity": {}, "resources": {"limits": {}, "requests": {}},
+    "priorityClassName": None, "podLabels": {},
+    "serviceMonitor": {"apiVersion": None, "enabled": None, "interval": None, "scrapeTimeout": None, "honorLabels": None,
+                       "additionalLabels": {}, "relabelings": None, "metricRelabelings": None},
+    "kubernetes": {"enablePodLabels": None, "enablePodUID": None, "podLabelAllowlistRegex": None, "rbac": {"create": None}},
+}
+GPU_TAINT_TOLERATION = {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="module")
+def exporter(render):
+    """The standalone exporter with the operator's off, the stack and the monitoring on."""
+    return render("addon-exporter-on", nodes=NODES, extra_vars={
+        "dcgm_exporter_enabled": True, "gpu_operator_dcgm_exporter_enabled": False,
+        "kube_prometheus_stack_enabled": True, "gpu_monitoring_enabled": True,
+        "dcgm_exporter_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        "dcgm_exporter_values": {"kubernetes": {"enablePodLabels": True}}})
+
+
+def test_the_exporter_is_its_own_layer_on_the_gpu_nodes(exporter, shared_reference):
+    layer = exporter.layers["dcgm_exporter"]
+    assert layer["order"] == 84
+    (entry,) = layer["releases"].values()
+    release = entry["release"]
+    # The pinned chart is the exporter release whose counters ../shared/reference holds (git describe <dcgm>-<exporter>).
+    describe = (shared_reference / "dcgm-exporter" / "SOURCE.txt").read_text().split("git describe ")[1].split("-")[1]
+    assert (release["name"], release["namespace"], release["chart"], release["version"]) == (
+        "dcgm-exporter", "dcgm-exporter", "dcgm-exporter", describe)
+    assert release["repoURL"] == "https://nvidia.github.io/dcgm-exporter/helm-charts"
+    values = entry["values"]
+    assert check_helm_values(values, DCGM_EXPORTER_CHART_KEYS) == []
+    # The label gpu_nodes puts on the GPU nodes, and its taints tolerated before the site's own tolerations.
+    assert values["nodeSelector"] == {"platform.gpuops.io/gpu": "true"}
+    assert values["nodeSelector"].items() <= exporter.one("Node", "gpu-a")["metadata"]["labels"].items()
+    assert values["tolerations"] == [GPU_TAINT_TOLERATION, {"key": "nvidia.com/gpu", "operator": "Exists"}]
+    # The stack brings the ServiceMonitor CRD in this run; the monitor carries the Prometheus's selector labels.
+    assert values["serviceMonitor"] == {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}}
+    assert values["kubernetes"] == {"enablePodLabels": True}
+    assert exporter.releases["gpu-operator"]["values"]["dcgmExporter"]["enabled"] is False
+
+
+def test_the_exporter_owns_its_namespace_at_the_level_it_needs(exporter, shared_reference):
+    ns = privileged_namespace(exporter, "dcgm_exporter", "dcgm-exporter", shared_reference)
+    assert ns["metadata"]["labels"]["app.kubernetes.io/part-of"] == "dcgm-exporter"
+
+
+def test_the_exporter_without_the_operator_and_without_monitoring(render):
+    plain = render("addon-exporter-no-operator", nodes=NODES, extra_vars={
+        "dcgm_exporter_enabled": True, "gpu_operator_enabled": False, "dcgm_exporter_create_namespace": False,
+        "dcgm_exporter_node_selector": {"example.com/gpu": "yes"}, "gpu_nodes_taints": []})
+    layer = plain.layers["dcgm_exporter"]
+    assert layer["objects"] == [] and "gpu_operator" not in plain.layers
+    (entry,) = layer["releases"].values()
+    assert entry["values"] == {"nodeSelector": {"example.com/gpu": "yes"}, "tolerations": [],
+                               "serviceMonitor": {"enabled": False, "additionalLabels": {}}}
+
+
+def test_the_exporter_is_off_by_default(stack):
+    assert "dcgm_exporter" not in stack.layers
+    assert not [r for r in stack.releases.values() if r["release"]["chart"] == "dcgm-exporter"]
+
+
+def test_the_exporter_beside_the_operators_stops_the_plan_naming_both_switches(render):
+    failed = render("addon-exporter-twice", nodes=NODES, expect_failure=True, extra_vars={"dcgm_exporter_enabled": True})
+    said = " ".join(failed.output.split())
+    assert "dcgm_exporter: the GPU Operator runs its own DCGM exporter" in said
+    assert "Set gpu_operator_dcgm_exporter_enabled: false to use this one, or dcgm_exporter_enabled: false" in said
     assert failed.layers == {}
 
 

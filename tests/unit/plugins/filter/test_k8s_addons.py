@@ -36,7 +36,7 @@ def test_only_roles_without_tasks_whose_defaults_set_manage_release(tmp_path):
 
 
 def test_the_collections_own_data_only_add_ons():
-    assert k8s_addon_roles(str(ROLES)) == ["kube_prometheus_stack", "prometheus_adapter"]
+    assert k8s_addon_roles(str(ROLES)) == ["dcgm_exporter", "kube_prometheus_stack", "prometheus_adapter"]
 
 
 def test_a_missing_folder_and_unreadable_defaults_are_named(tmp_path):
