@@ -7,10 +7,8 @@ to it: a private data directory with the project, an inventory script of the job
 (slice of) hosts, the extra vars from the survey defaults, and the environment and
 files of the credentials' injectors.
 """
-import copy
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -503,4 +501,3 @@ def mentions(result, secret):
     if secret in result.stdout.read():
         places.append("stdout")
     return places
-

@@ -99,21 +99,6 @@ def test_every_filter_and_test_documents_itself(repo_root):
             assert doc["examples"].strip() and doc["return"], (kind, name)
 
 
-def test_execution_environment_context_is_created_offline(repo_root, tmp_path):
-    proc = _run([str(VENV_BIN / "ansible-builder"), "create", "-f", "execution-environment.yml",
-                 "-c", str(tmp_path / "context")], repo_root)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    containerfile = (tmp_path / "context" / "Containerfile").read_text()
-    assert "ansible-core==" in containerfile
-    reqs = (tmp_path / "context" / "_build" / "requirements.txt").read_text()
-    assert "nvidia-ml-py" in reqs and "tomlkit" in reqs and "kubernetes" in reqs
-    galaxy_reqs = yaml.safe_load((tmp_path / "context" / "_build" / "requirements.yml").read_text())
-    names = [c["name"] for c in galaxy_reqs["collections"]]
-    assert names[0] == "kubernetes.core" and "gpuops/platform" in names[1], names
-    galaxy = yaml.safe_load((repo_root / "galaxy.yml").read_text())
-    assert galaxy_reqs["collections"][1]["version"] == galaxy["version"], "EE pins another collection version"
-
-
 def test_ee_metadata_matches_runtime_requirements(repo_root):
     meta_ee = yaml.safe_load((repo_root / "meta" / "execution-environment.yml").read_text())
     assert (repo_root / meta_ee["dependencies"]["python"]).is_file()
