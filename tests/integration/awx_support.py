@@ -356,27 +356,37 @@ def script_data(inventory, slice_number=1, slice_count=1):
 
 # ---- Fact storage -----------------------------------------------------------------
 class FactStore:
-    """AWX's fact storage (awx/main/tasks/facts.py): before a use_fact_cache job each
-    host of the job's slice that has facts gets <fact_cache>/<host>, the JSON of its
-    stored facts; afterwards every file the job wrote or changed is stored back."""
+    """AWX's fact storage, start_fact_cache and finish_fact_cache (awx/main/tasks/facts.py):
+    before a use_fact_cache job, each host of the job's slice that has stored facts
+    gets <fact_cache>/<host name>, their JSON; afterwards, for each host of the slice,
+    a file changed since then is stored, an unchanged one is left, and a missing one
+    clears the host's facts (AWX takes it for clear_facts)."""
 
     def __init__(self):
         self.facts = {}
 
     def start(self, destination, hosts):
         destination.mkdir(parents=True, mode=0o700)
-        written = {}
+        last = None
         for host in hosts:
             if host in self.facts:
                 path = destination / host
                 path.write_text(json.dumps(self.facts[host]))
-                written[host] = path.stat().st_mtime_ns
-        return written
+                os.chmod(path, 0o600)
+                last = path.stat().st_mtime
+        return last
 
-    def finish(self, destination, written):
-        for path in destination.iterdir() if destination.is_dir() else []:
-            if path.name not in written or path.stat().st_mtime_ns != written[path.name]:
-                self.facts[path.name] = json.loads(path.read_text())
+    def finish(self, destination, write_time, hosts):
+        for host in hosts:
+            path = destination / host
+            if path.exists():
+                if not write_time or path.stat().st_mtime > write_time:
+                    try:
+                        self.facts[host] = json.loads(path.read_text())
+                    except ValueError:
+                        continue
+            else:
+                self.facts[host] = {}
 
 
 # ---- The launch --------------------------------------------------------------------
@@ -462,15 +472,15 @@ def launch(template, assets, inventory, project, workdir, job_id, credential_inp
         args.append("-" + "v" * min(5, verbosity))
 
     runner_args = {}
-    written, cache_dir = None, pdd / "artifacts" / str(job_id) / "fact_cache"
+    cache_dir, hosts = pdd / "artifacts" / str(job_id) / "fact_cache", sliced_hosts(inventory, slice_number, slice_count)
     if template["use_fact_cache"]:
-        written = facts.start(cache_dir, sliced_hosts(inventory, slice_number, slice_count))
+        write_time = facts.start(cache_dir, hosts)
         runner_args = {"fact_cache_type": "jsonfile"}
     result = ansible_runner.run(private_data_dir=str(pdd), ident=str(job_id), playbook=template["playbook"],
                                 inventory=str(script), cmdline=" ".join(args), envvars=env, quiet=True,
                                 timeout=timeout, **runner_args)
-    if written is not None:
-        facts.finish(cache_dir, written)
+    if template["use_fact_cache"]:
+        facts.finish(cache_dir, write_time, hosts)
     return result, env, safe_env
 
 

@@ -338,7 +338,7 @@ def test_job_templates_are_the_ones_operators_need(assets):
     assert list(templates) == TEMPLATES
     k8s = {"name": "GPU cluster API"}
     uses_k8s = {n for n, t in templates.items() if any(c["name"] == k8s["name"] for c in t["related"]["credentials"])}
-    assert uses_k8s == {"Apply cluster", "Rolling driver upgrade", "GPU health", "Kubelet tuning"}
+    assert uses_k8s == {"Apply nodes", "Apply cluster", "Rolling driver upgrade", "GPU health", "Kubelet tuning"}
     assert templates["Record facts"]["use_fact_cache"] and templates["Record facts"]["playbook"] == "playbooks/record_facts.yml"
     assert templates["Plan fleet"]["job_type"] == "check" and templates["Plan fleet"]["use_fact_cache"]
     assert templates["Apply nodes"]["job_slice_count"] > 1 and templates["Apply nodes"]["playbook"] == "playbooks/nodes.yml"
@@ -362,6 +362,10 @@ def test_inventory_has_the_gpu_and_control_groups(assets):
     assert groups["k8s_control"]["related"]["hosts"] == [inventory["related"]["hosts"][0]["natural_key"]]
     localhost = yaml.safe_load(inventory["related"]["hosts"][0]["variables"])
     assert localhost["ansible_connection"] == "local"
+    # Slices: MIG's Kubernetes calls go to the execution environment, which every
+    # slice has, not to k8s_control, which only one slice has (test_awx_jobs).
+    gpu_vars = yaml.safe_load(groups["gpu_nodes"]["variables"])
+    assert gpu_vars == {"mig_kubernetes": True, "mig_k8s_control_host": "localhost"}
 
 
 def _workflow_run(workflow, outcomes):
