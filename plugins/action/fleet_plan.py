@@ -16,7 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 
 ARGS = {
@@ -61,10 +61,11 @@ class ActionModule(ActionBase):
         if unknown:
             raise AnsibleActionFail("hosts not in the inventory: %s" % ", ".join(unknown))
         if not args["facts_dir"]:
-            without = [n for n in names if not hostvars[n].get("gpuops_nvml_replay_file")]
+            without = [n for n in names if recorded_facts.source(hostvars[n], n, "")[0] is None]
             if without:
                 raise AnsibleActionFail(
-                    "set facts_dir (gpuops_fleet_facts_dir), or gpuops_nvml_replay_file for %s" % ", ".join(without[:10]))
+                    "set facts_dir (gpuops_fleet_facts_dir), gpuops_fleet_facts_cache, or gpuops_nvml_replay_file for %s"
+                    % ", ".join(without[:10]))
         elif not os.path.isdir(args["facts_dir"]):
             raise AnsibleActionFail("facts_dir %s is not a directory: give the folder of recorded nvml_facts "
                                     "outputs, one <inventory_hostname>.json per host" % args["facts_dir"])

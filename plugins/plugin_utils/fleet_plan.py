@@ -33,6 +33,7 @@ from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as c
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
+from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts
 
 PLAN_VERSION = 1
 VERSION_RE = re.compile(r"^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$")
@@ -259,16 +260,18 @@ def _add(total, counts):
         total[key] = total.get(key, 0) + value
 
 
-def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config, common_labels, keep=None):
+def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config, common_labels, keep=None,
+              loaded=None):
     """The plan of one host; never raises for the host's own problems.
 
     With ``keep`` (a dict), a planned host's facts and MIG resources go there, for
-    the Kubernetes layer of the same run.
+    the Kubernetes layer of the same run. ``loaded``: ``(facts, error)`` already
+    read (recorded_facts.load), else the facts are read from ``facts_path``.
     """
     host = {"host": name, "facts_file": facts_path, "valid": True, "errors": [], "warnings": [],
             "present": False, "gpu_count": 0, "gpu_models": {}, "driver": None, "mig": None, "health": None,
             "fabric": None, "capacity": None, "node": settings["node_name"]}
-    facts, error = load_facts(facts_path)
+    facts, error = loaded if loaded is not None else load_facts(facts_path)
     if error:
         host["errors"].append(error)
         host["valid"] = False
@@ -322,6 +325,18 @@ def _read_yaml(path):
         raise mig_config.MigConfigError(["mig_config_file %s is neither JSON nor YAML: %s" % (path, exc)])
 
 
+def _recorded(hostvars, name, facts_dir):
+    """``(where, (facts, error))`` of a host, through the one facts source of every playbook."""
+    try:
+        where, record = recorded_facts.load(hostvars, name, facts_dir or "")
+    except recorded_facts.RecordedFactsError as exc:
+        return recorded_facts.source(hostvars, name, facts_dir or "")[1], (None, str(exc))
+    if record is None:
+        return "", (None, "no recorded facts for this host: set gpuops_fleet_facts_dir (record them with "
+                          "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache")
+    return where, (record["nvidia"], None)
+
+
 def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, default_config="", labels=None,
                keep=None):
     """Plan every host. ``hosts``: ``[(name, hostvars mapping)]`` in inventory order.
@@ -342,9 +357,9 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
     seen_nodes = {}
     for name, hostvars in hosts:
         settings = host_settings(hostvars, name)
-        path = settings["replay_file"] or os.path.join(facts_dir or "", "%s.json" % name)
+        path, loaded = _recorded(hostvars, name, facts_dir)
         host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
-                         keep)
+                         keep, loaded)
         other = seen_nodes.setdefault(host["node"], name)
         if other != name:
             host["errors"].append("Kubernetes node name %s is also used by host %s" % (host["node"], other))

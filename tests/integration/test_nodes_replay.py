@@ -1,6 +1,6 @@
 """nodes.yml --check from recorded facts: each host planned from its own facts, nothing read from this machine.
 
-Two hosts of different recorded nodes (an HGX H100 through gpuops_nvml_replay_dir,
+Two hosts of different recorded nodes (an HGX H100 through gpuops_fleet_facts_dir,
 an L40S through gpuops_nvml_replay_file) run on the local connection, that is
 on this very machine: any task that looked at the machine (PCI scan, packages,
 services, container runtime) would plan this machine instead of the node. The
@@ -62,7 +62,7 @@ all:
     ansible_python_interpreter: %(python)s
     gpuops_nodes_plan_only: true
     gpuops_nodes_become: false
-    gpuops_nvml_replay_dir: %(replay_dir)s
+    gpuops_fleet_facts_dir: %(replay_dir)s
     mig_kubernetes: false
   children:
     gpu_nodes:
@@ -92,8 +92,11 @@ def test_nothing_is_read_from_the_machine_running_the_play(run):
     tasks = _tasks(stdout)
     for name in MACHINE_TASKS:
         assert tasks[name] and all(line.startswith("skipping: ") for line in tasks[name]), (name, tasks[name])
+    # Read on the controller by the one facts source of every playbook (nodes.yml, then mig.yml); nvml_facts never runs.
+    loaded = tasks["Load the recorded facts, when the node is planned from them"]
+    assert sorted(loaded) == ["ok: [gpu-a]"] * 2 + ["ok: [gpu-b]"] * 2
     gathered = tasks["Gather NVIDIA GPU facts (the Kubernetes layer and MIG read them)"]
-    assert sorted(gathered) == ["ok: [gpu-a -> localhost]", "ok: [gpu-b -> localhost]"]
+    assert sorted(gathered) == ["skipping: [gpu-a]", "skipping: [gpu-b]"]
 
 
 def _summary(stdout, host):
@@ -120,7 +123,7 @@ def test_changing_nodes_from_recorded_facts_is_refused(repo_root, run, tmp_path)
     _stdout, _log, replay_dir = run
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("gpu_nodes:\n  hosts:\n    gpu-a:\n      ansible_connection: local\n"
-                         "      ansible_python_interpreter: %s\n      gpuops_nvml_replay_dir: %s\n"
+                         "      ansible_python_interpreter: %s\n      gpuops_fleet_facts_dir: %s\n"
                          "      gpuops_nodes_become: false\n" % (sys.executable, replay_dir))
     proc = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), "playbooks/nodes.yml"],

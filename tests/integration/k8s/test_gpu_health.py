@@ -1,7 +1,7 @@
 """playbooks/health.yml against the in-memory API server, from recorded facts in every health state.
 
 Each GPU node's facts are a recorded nvml_facts fixture, replayed by the real
-module (gpu_health_replay_file); the warning and critical states are the same
+module (gpuops_nvml_replay_file); the warning and critical states are the same
 recording with one fault injected and the health recomputed by the collector
 (plugins/module_utils/_nvml/collect.py finish()), so the states are the module's own.
 """
@@ -71,7 +71,7 @@ class Fleet(object):
 
     def run(self, args=(), **extra):
         self.runs += 1
-        nodes = dict((h, {"vars": {"gpu_health_replay_file": str(self.tmp_path / ("%s.json" % h)),
+        nodes = dict((h, {"vars": {"gpuops_nvml_replay_file": str(self.tmp_path / ("%s.json" % h)),
                                    "gpu_health_become": False}}) for h in self.states)
         evars = dict({"gpuops_k8s_render_dir": "", "gpuops_k8s_host": self.api.url if self.api else "",
                       "gpuops_k8s_api_key": TOKEN,
@@ -156,7 +156,7 @@ def test_render_mode_reports_without_api_calls(tmp_path, installed_collection):
     fleet.state("gpu-crit", "critical")
     # render_cluster points kubernetes.core at an unreachable server: any API call fails the run.
     result = render_cluster(tmp_path / "render", nodes={"gpu-crit": {"vars": {
-        "gpu_health_replay_file": str(tmp_path / "gpu-crit.json"), "gpu_health_become": False}}},
+        "gpuops_nvml_replay_file": str(tmp_path / "gpu-crit.json"), "gpu_health_become": False}}},
         extra_vars={"gpu_health_taint_effect": "NoExecute"}, playbook="playbooks/health.yml",
         collections_path=installed_collection)
     out = " ".join(result.output.split())

@@ -96,9 +96,24 @@ def test_a_renamed_variable_is_reported_with_its_new_name(old, new):
 
 def test_the_renamed_table_names_only_gone_variables_and_existing_successors():
     renamed = yaml.safe_load((ROOT / "meta" / "variables.yml").read_text())["renamed"]
-    known = set().union(*CATALOG["roles"].values())
+    known = set().union(CATALOG["globals"], *CATALOG["roles"].values())
     assert renamed and not set(renamed) & known, "an old name is defined again"
-    assert set(renamed.values()) <= known, "a new name that no role defines"
+    assert set(renamed.values()) <= known, "a new name that no role (or meta/variables.yml) defines"
+
+
+@pytest.mark.parametrize("old, owner, new", [
+    ("gpu_health_replay_file", "gpu_health", "gpuops_nvml_replay_file"),
+    ("gpu_upgrade_facts_file", "gpu_upgrade", "gpuops_nvml_replay_file"),
+    ("mig_nvml_replay_file", "mig", "gpuops_nvml_replay_file"),
+    ("nvidia_driver_nvml_replay_file", "nvidia_driver", "gpuops_nvml_replay_file"),
+    ("node_preflight_nvml_replay_file", "node_preflight", "gpuops_nvml_replay_file"),
+    ("gpuops_nvml_replay_dir", "gpuops", "gpuops_fleet_facts_dir"),
+])
+def test_a_per_role_replay_variable_fails_naming_the_one_facts_source(old, owner, new):
+    (entry,) = cv.unknown_variables([old], CATALOG)
+    assert entry[:3] == (old, owner, new)
+    line = cv.format_problems([("gpu-a", [entry])], CATALOG["renamed"])[0]
+    assert line.endswith("so it would be ignored; it was renamed: set %s instead" % new)
 
 
 @pytest.mark.parametrize("inventory", ["example", "local"])
