@@ -226,9 +226,10 @@ def test_survey_answers_are_checked_as_awx_checks_them(assets):
     assert awx.survey_answer_errors(level, {"dcgm_diag_level": 3}) == []
     assert "too large" in awx.survey_answer_errors(level, {"dcgm_diag_level": 5})[0]
     assert "expected to be an integer" in awx.survey_answer_errors(level, {"dcgm_diag_level": "3"})[0]
-    upgrade = next(t for t in assets["job_templates"] if t["name"] == "Rolling driver upgrade")
-    version = upgrade["related"]["survey_spec"]["spec"][0]
-    assert "value missing" in awx.survey_answer_errors(version, {})[0]
+    nodes = next(t for t in assets["job_templates"] if t["name"] == "Apply nodes")
+    serial = nodes["related"]["survey_spec"]["spec"][1]
+    assert "value missing" in awx.survey_answer_errors(serial, {})[0]
+    assert "too large" in awx.survey_answer_errors(serial, {"gpuops_nodes_serial": "10000"})[0]
     # A default that fails its own question is not sent (_update_unified_job_kwargs).
     broken = copy.deepcopy(dcgm)
     broken["related"]["survey_spec"]["spec"][0]["default"] = 9
@@ -322,12 +323,11 @@ def test_every_survey_question_is_a_real_variable_its_playbook_reads(assets):
     {"variable": "nvidia_driver_versions", "type": "text", "required": False},
     {"variable": "dcgm_diag_level", "type": "text", "required": True},
     {"variable": "gpu_health_taint_effect", "type": "multiplechoice", "choices": ["NoSchedule", "Evict"], "required": True},
-    {"variable": "gpu_upgrade_driver_version", "type": "text", "required": True, "default": "570.1"},
+    {"variable": "dcgm_diag_level", "type": "integer", "required": True, "min": 0, "max": 4, "default": 1},
 ])
 def test_question_check_refuses_what_the_specs_refuse(element):
     playbooks = {"nvidia_driver_versions": "playbooks/nodes.yml", "dcgm_diag_level": "playbooks/dcgm_diag.yml",
-                 "gpu_health_taint_effect": "playbooks/health.yml",
-                 "gpu_upgrade_driver_version": "playbooks/upgrade.yml"}
+                 "gpu_health_taint_effect": "playbooks/health.yml"}
     with pytest.raises(AssertionError):
         _check_question(element, [playbooks[element["variable"]]])
 
@@ -345,7 +345,8 @@ def test_job_templates_are_the_ones_operators_need(assets):
     assert templates["Apply cluster"]["limit"] == "k8s_control" and templates["Apply cluster"]["use_fact_cache"]
     for name, template in templates.items():
         assert template["execution_environment"] == assets["execution_environments"][0]["natural_key"], name
-        assert template["extra_vars"].strip() in ("---", ""), "%s: settings belong in the inventory" % name
+        expected = {"gpuops_fleet_facts_cache": True} if name == "Plan fleet" else None
+        assert yaml.safe_load(template["extra_vars"]) == expected, "%s: settings belong in the inventory" % name
         if name != "Plan fleet" and template["job_type"] == "run" and name != "Record facts":
             assert template["ask_job_type_on_launch"], "%s: launching it as check gives the plan" % name
 

@@ -21,6 +21,12 @@ TOKEN = "gpuops-awx-test-" + secrets.token_hex(16)
 CA = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUZ3B1b3BzLXRlc3QtY2E=\n-----END CERTIFICATE-----\n"
 CREDENTIALS = {"GPU cluster API": {"host": "https://k8s-api.gpu.test:6443", "token": TOKEN, "ca_cert": CA},
                "GPU nodes SSH": {"username": "root"}}
+# Known limitation, shown by the two xfail tests below.
+FACT_STORAGE_FORMAT = (
+    "AWX's fact storage writes and reads <fact_cache>/<host> JSON files (awx/main/tasks/facts.py), while "
+    "ansible-core >= 2.19 keeps the jsonfile cache as s1_<host> holding {'__payload__': ...} "
+    "(ansible/ansible#85874, ansible/awx-ee#274): with the EE's ansible-core 2.21 no fact crosses from one "
+    "job to the next until the playbooks' facts source reads and writes AWX's files")
 GPU_NODES = ["dgx-a100-01", "h200-mig-01", "hgx-h100-01", "hgx-h100-02", "hgx-h100-03", "hgx-h100-04",
              "l40s-01", "l40s-02", "l40s-03", "l40s-04"]
 
@@ -49,7 +55,9 @@ class Jobs:
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     jobs = Jobs(tmp_path_factory.mktemp("awx"))
-    # The rollout workflow, each job as its node launches it (check mode: the demo is plan-only).
+    # The rollout workflow, each job as its node launches it (check mode but for
+    # Record facts, which changes no node: the demo is plan-only).
+    jobs.launch("Record facts")
     jobs.launch("Plan fleet")
     slices = jobs.templates["Apply nodes"]["job_slice_count"]
     for number in range(1, slices + 1):
@@ -58,7 +66,7 @@ def jobs(tmp_path_factory):
     jobs.launch("Apply cluster", job_type="check")
     jobs.launch("GPU health", job_type="check")
     # Day 2.
-    jobs.launch("Rolling driver upgrade", job_type="check", answers={"gpu_upgrade_driver_version": "570.195.03"})
+    jobs.launch("Rolling driver upgrade", job_type="check")
     jobs.launch("DCGM diagnostics", job_type="check")
     jobs.launch("Kubelet tuning", job_type="check")
     # The node layer once more, unsliced and with a fact storage of its own.
@@ -78,7 +86,7 @@ def _ok(run):
     return result.status == "successful" and result.rc == 0, result.stdout.read()[-3000:]
 
 
-@pytest.mark.parametrize("name", ["Plan fleet", "Apply nodes 1/3", "Apply nodes 2/3", "Apply nodes 3/3",
+@pytest.mark.parametrize("name", ["Record facts", "Plan fleet", "Apply nodes 1/3", "Apply nodes 2/3", "Apply nodes 3/3",
                                   "GPU health", "Rolling driver upgrade", "DCGM diagnostics", "Apply nodes unsliced",
                                   "Apply nodes 1/3, no control host"])
 def test_job_succeeds_in_check_mode(jobs, name):
@@ -92,6 +100,19 @@ def test_job_succeeds_in_check_mode(jobs, name):
     assert all(p.startswith("PLAN: ") for p in plans), plans
 
 
+def test_record_facts_records_every_gpu_node_into_the_fact_cache(jobs):
+    result = jobs.runs["Record facts"][0]
+    summary = [e["event_data"]["res"]["msg"] for e in result.events if e["event"] == "runner_on_ok" and
+               e["event_data"].get("task") == "Summarize the recording"]
+    assert summary and summary[0][0].startswith("Recorded 10 of 10 host(s) into the fact cache"), summary
+
+
+@pytest.mark.xfail(strict=True, reason=FACT_STORAGE_FORMAT)
+def test_awx_stores_the_recorded_facts(jobs):
+    """What Record facts recorded reaches AWX's fact storage, for Plan fleet and Apply cluster."""
+    assert all("gpuops_recorded" in jobs.facts.facts.get(h, {}) for h in GPU_NODES), jobs.facts.facts
+
+
 def test_plan_fleet_plans_every_gpu_node_from_its_facts(jobs):
     result = jobs.runs["Plan fleet"][0]
     assert set(result.stats["ok"]) == {"localhost"}, "the plan contacts no node"
@@ -100,11 +121,7 @@ def test_plan_fleet_plans_every_gpu_node_from_its_facts(jobs):
     assert summary and summary[0][0].startswith("10 hosts, "), summary
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "AWX's fact storage writes and reads <fact_cache>/<host> JSON files (awx/main/tasks/facts.py), while "
-    "ansible-core >= 2.19 keeps the jsonfile cache as s1_<host> holding {'__payload__': ...} "
-    "(ansible/ansible#85874, ansible/awx-ee#274): with the EE's ansible-core 2.21 no fact crosses from one "
-    "job to the next until the playbooks' facts source reads and writes AWX's files"))
+@pytest.mark.xfail(strict=True, reason=FACT_STORAGE_FORMAT)
 def test_apply_cluster_plans_from_the_facts_the_slices_stored(jobs):
     """Without the GPU nodes' facts the tenants' quota is larger than the fleet (0 GPUs)
     and the job fails: the facts must come through AWX's fact storage from Apply nodes."""
@@ -127,8 +144,8 @@ def test_kubelet_tuning_stops_at_the_first_node_that_is_not_a_kubernetes_node(jo
     assert "cannot read the kubelet config" in result.stdout.read()
 
 
-@pytest.mark.parametrize("name", ["Plan fleet", "Apply nodes 1/3", "Apply cluster", "GPU health", "Rolling driver upgrade",
-                                  "DCGM diagnostics", "Kubelet tuning"])
+@pytest.mark.parametrize("name", ["Record facts", "Plan fleet", "Apply nodes 1/3", "Apply cluster", "GPU health",
+                                  "Rolling driver upgrade", "DCGM diagnostics", "Kubelet tuning"])
 def test_token_reaches_the_job_as_environment_only_and_never_its_events(jobs, name):
     result, env, safe_env = jobs.runs[name]
     template = jobs.templates[name.split(" 1/")[0]]
