@@ -86,12 +86,16 @@ class ActionModule(ActionBase):
         record = recorded_facts.make_record(name, args["nvidia"], args["node"], now(), collection_version())
         folder = args["facts_dir"] if args["facts_dir"] is not None else hostvars.get("gpuops_fleet_facts_dir")
         check = bool(self._task.check_mode)
+        result.setdefault("warnings", [])
+        nowhere = ("%s: nowhere to record its facts: set gpuops_fleet_facts_dir (a folder on the controller), or turn "
+                   "on Ansible's fact cache (fact_caching = jsonfile in ansible.cfg, or use_fact_cache on the AWX job "
+                   "template)" % name)
         if not folder and C.CACHE_PLUGIN == "memory":
-            raise AnsibleActionFail(
-                "%s: nowhere to record its facts: set gpuops_fleet_facts_dir (a folder on the controller), or turn "
-                "on Ansible's fact cache (fact_caching = jsonfile in ansible.cfg, or use_fact_cache on the AWX job "
-                "template)" % name)
-        state, path = "cached", None
+            if not check:
+                raise AnsibleActionFail(nowhere)
+            # A check run records nothing anyway; the real run would stop here.
+            result["warnings"].append(nowhere)
+        state, path = None, None
         if folder:
             path = os.path.join(os.path.abspath(str(folder)), "%s.json" % name)
             try:
@@ -100,7 +104,9 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("%s: cannot write its recorded facts to %s: %s" % (name, path, to_text(exc)))
         cached = (hostvars.get("ansible_facts") or {}).get(recorded_facts.CACHE_FACT)
         cache_changed = not (isinstance(cached, dict) and recorded_facts.same_facts(cached, record))
-        result.update(changed=state == "written" or (cache_changed and not path), state=state, path=path,
+        if not path:
+            state = "written" if cache_changed else "unchanged"
+        result.update(changed=state == "written", state=state, path=path,
                       recorded_at=record["recorded_at"])
         # Into Ansible's fact cache (AWX's fact storage), unless this is a check run,
         # or the facts there are the same (the recording time is not a change).

@@ -123,7 +123,7 @@ collection_version:
   type: str
   sample: 0.1.0
 state:
-  description: C(written), C(unchanged) (the file holds the same facts and is left alone) or C(cached) (no folder, the fact cache only).
+  description: C(written) or C(unchanged) (the record - the file, or without a folder the fact cache - holds the same facts and is left alone).
   returned: when O(record=true)
   type: str
   sample: unchanged
