@@ -87,8 +87,8 @@ def _ok(run):
 
 
 @pytest.mark.parametrize("name", ["Record facts", "Plan fleet", "Apply nodes 1/3", "Apply nodes 2/3", "Apply nodes 3/3",
-                                  "GPU health", "Rolling driver upgrade", "DCGM diagnostics", "Apply nodes unsliced",
-                                  "Apply nodes 1/3, no control host"])
+                                  "GPU health", "Rolling driver upgrade", "DCGM diagnostics", "Kubelet tuning",
+                                  "Apply nodes unsliced", "Apply nodes 1/3, no control host"])
 def test_job_succeeds_in_check_mode(jobs, name):
     ok, tail = _ok(jobs.runs[name])
     assert ok, tail
@@ -107,10 +107,23 @@ def test_record_facts_records_every_gpu_node_into_the_fact_cache(jobs):
     assert summary and summary[0][0].startswith("Recorded 10 of 10 host(s) into the fact cache"), summary
 
 
-@pytest.mark.xfail(strict=True, reason=FACT_STORAGE_FORMAT)
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FACT_STORAGE_FORMAT)
 def test_awx_stores_the_recorded_facts(jobs):
     """What Record facts recorded reaches AWX's fact storage, for Plan fleet and Apply cluster."""
     assert all("gpuops_recorded" in jobs.facts.facts.get(h, {}) for h in GPU_NODES), jobs.facts.facts
+
+
+def test_the_recorded_facts_stay_where_awx_does_not_look(jobs):
+    """Why the two tests above fail: ansible-core wrote each host's cache entry as
+    s1_<host> with the facts inside {"__payload__": ...}; AWX reads <host> only, finds
+    none and clears the host's stored facts."""
+    result = jobs.runs["Record facts"][0]
+    cache = awx.Path(result.config.private_data_dir) / "artifacts" / result.config.ident / "fact_cache"
+    names = sorted(p.name for p in cache.iterdir())
+    assert names == sorted("s1_" + h for h in GPU_NODES), names
+    entry = awx.json.loads((cache / ("s1_" + GPU_NODES[0])).read_text())
+    assert "gpuops_recorded" in awx.json.loads(entry["__payload__"])
+    assert all(jobs.facts.facts[h] == {} for h in GPU_NODES) or len(jobs.facts.facts) == 0
 
 
 def test_plan_fleet_plans_every_gpu_node_from_its_facts(jobs):
@@ -121,7 +134,7 @@ def test_plan_fleet_plans_every_gpu_node_from_its_facts(jobs):
     assert summary and summary[0][0].startswith("10 hosts, "), summary
 
 
-@pytest.mark.xfail(strict=True, reason=FACT_STORAGE_FORMAT)
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FACT_STORAGE_FORMAT)
 def test_apply_cluster_plans_from_the_facts_the_slices_stored(jobs):
     """Without the GPU nodes' facts the tenants' quota is larger than the fleet (0 GPUs)
     and the job fails: the facts must come through AWX's fact storage from Apply nodes."""
@@ -132,16 +145,6 @@ def test_apply_cluster_plans_from_the_facts_the_slices_stored(jobs):
     assert set(result.stats["ok"]) == {"localhost"}, "run once, on the control host"
     plays = [e["event_data"]["play"] for e in result.events if e["event"] == "playbook_on_play_start"]
     assert plays == ["Kubernetes GPU stack"], plays
-
-
-def test_kubelet_tuning_stops_at_the_first_node_that_is_not_a_kubernetes_node(jobs):
-    """The demo fleet has no kubelet: the rolling play (serial 1, max_fail_percentage 0)
-    fails its first node with the reason and touches no other."""
-    result = jobs.runs["Kubelet tuning"][0]
-    assert result.status == "failed"
-    assert set(result.stats.get("failures", {})) == {"dgx-a100-01"}, result.stats
-    assert not result.stats.get("changed"), result.stats
-    assert "cannot read the kubelet config" in result.stdout.read()
 
 
 @pytest.mark.parametrize("name", ["Record facts", "Plan fleet", "Apply nodes 1/3", "Apply cluster", "GPU health",

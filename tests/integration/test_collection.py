@@ -51,7 +51,7 @@ def test_artifact_holds_the_collection_and_nothing_else(artifact):
         assert required in names, required
     for name in names:
         top = name.split("/")[0]
-        assert top not in {".venv", ".cache", "build", "collections", "molecule", "inventories", "scripts", ".ci", "requirements"}, name
+        assert top not in {".venv", ".cache", "build", "collections", "molecule", "inventories", "scripts", ".ci", "requirements", "awx"}, name
         assert "__pycache__" not in name, name
 
 
