@@ -120,10 +120,10 @@ def test_the_recorded_facts_stay_where_awx_does_not_look(jobs):
     result = jobs.runs["Record facts"][0]
     cache = awx.Path(result.config.private_data_dir) / "artifacts" / result.config.ident / "fact_cache"
     names = sorted(p.name for p in cache.iterdir())
-    assert names == sorted("s1_" + h for h in GPU_NODES), names
+    assert all(n.startswith("s1_") for n in names) and {"s1_" + h for h in GPU_NODES} <= set(names), names
     entry = awx.json.loads((cache / ("s1_" + GPU_NODES[0])).read_text())
     assert "gpuops_recorded" in awx.json.loads(entry["__payload__"])
-    assert all(jobs.facts.facts[h] == {} for h in GPU_NODES) or len(jobs.facts.facts) == 0
+    assert all(jobs.facts.facts[h] == {} for h in GPU_NODES), jobs.facts.facts
 
 
 def test_plan_fleet_plans_every_gpu_node_from_its_facts(jobs):
