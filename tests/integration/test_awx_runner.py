@@ -10,16 +10,14 @@ import shutil
 import ansible_runner
 import pytest
 
+import awx_support
+
 
 @pytest.fixture(scope="module")
 def runner_result(tmp_path_factory, repo_root):
     pdd = tmp_path_factory.mktemp("awx-job")
-    # An AWX project is a checkout of this repository (the local inventory plans
-    # MIG from a recorded fixture under tests/); the built collection comes from
-    # the execution environment, here the repository's collections/.
-    project = pdd / "project"
-    shutil.copytree(repo_root, project, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", ".cache", "build", "collections", "__pycache__", ".pytest_cache", ".hypothesis"))
+    # The local inventory plans MIG from a recorded fixture under tests/.
+    awx_support.copy_project(pdd / "project")
     shutil.copytree(repo_root / "inventories" / "local", pdd / "inventory")
     render_dir = pdd / "rendered"
     (pdd / "env").mkdir()

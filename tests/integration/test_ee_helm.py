@@ -1,18 +1,24 @@
-"""The execution environment carries the pinned helm, and kubernetes.core.helm finds it.
+"""The execution environment: built from this checkout offline, with the pinned helm.
 
-AWX runs cluster.yml inside the execution environment, where kubernetes.core.helm needs
-a `helm` on PATH. The image cannot be built here (no base image registry), so the
-tests check the build context ansible-builder writes, and run the very script the
-image runs at build time into a scratch folder.
+AWX runs the playbooks inside the execution environment, which carries this
+collection (the tarball `ansible-galaxy collection build` makes), kubernetes.core
+(from the pinned `ansible` wheel, as the README's offline install) and a `helm` on
+PATH for kubernetes.core.helm. The image cannot be built here (no base image
+registry), so the tests check the build context ansible-builder writes, run its
+collection install step offline into a scratch folder, and run the very script the
+image runs at build time for helm.
 """
 import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 VENV_BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
@@ -35,13 +41,87 @@ def helm_dir(repo_root, tmp_path_factory):
     return dest
 
 
-def test_ee_context_installs_helm_in_the_final_image(repo_root, tmp_path):
-    context = tmp_path / "context"
+@pytest.fixture(scope="module")
+def ee_context(repo_root, tmp_path_factory):
+    """`ansible-builder create` of execution-environment.yml (needs build/dist and
+    collections/ from scripts/bootstrap.sh, as `make ee` runs it first)."""
+    context = tmp_path_factory.mktemp("ee") / "context"
     proc = _run([VENV_BIN / "ansible-builder", "create", "-f", "execution-environment.yml",
                  "-c", context], repo_root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return context
+
+
+def _stages(context):
     build_file = next(p for p in (context / "Containerfile", context / "Dockerfile") if p.is_file())
-    final_stage = build_file.read_text().rsplit("\nFROM ", 1)[1]
+    text = build_file.read_text()
+    return text, {m.group(1): m.group(0) for m in re.finditer(r"^FROM \S+ AS (\w+)\n.*?(?=^FROM |\Z)", text, re.M | re.S)}
+
+
+def _collection_version(repo_root):
+    return yaml.safe_load((repo_root / "galaxy.yml").read_text())["version"]
+
+
+def test_ee_installs_this_checkouts_collection_tarball_and_kubernetes_core_offline(ee_context, repo_root):
+    text, stages = _stages(ee_context)
+    requirements = yaml.safe_load((ee_context / "_build" / "requirements.yml").read_text())
+    tarball = "gpuops-platform-%s.tar.gz" % _collection_version(repo_root)
+    assert requirements == {"collections": [
+        {"name": "collections/" + tarball, "type": "file"},
+        {"name": "collections/kubernetes-core", "type": "dir"}]}, requirements
+    # The tarball of this checkout, byte for byte, and kubernetes.core of the pinned ansible wheel.
+    assert (ee_context / "_build" / "collections" / tarball).read_bytes() == \
+        (repo_root / "build" / "dist" / tarball).read_bytes()
+    with tarfile.open(str(ee_context / "_build" / "collections" / tarball)) as tar:
+        manifest = json.load(tar.extractfile("MANIFEST.json"))["collection_info"]
+    assert (manifest["namespace"], manifest["name"], manifest["version"]) == \
+        ("gpuops", "platform", _collection_version(repo_root))
+    ansible_pin = re.search(r"^ansible==(\S+)$", (repo_root / "requirements" / "collections.txt").read_text(), re.M).group(1)
+    core = ee_context / "_build" / "collections" / "kubernetes-core"
+    assert (core / (".from-ansible-" + ansible_pin)).is_file(), "kubernetes.core is not the one of ansible==" + ansible_pin
+    assert json.loads((core / "MANIFEST.json").read_text())["collection_info"]["name"] == "core"
+    # The galaxy stage installs them with --offline; the final image takes that tree.
+    assert re.search(r'^ARG ANSIBLE_GALAXY_CLI_COLLECTION_OPTS="--offline"$', text, re.M)
+    assert "ansible-galaxy collection install $ANSIBLE_GALAXY_CLI_COLLECTION_OPTS -r requirements.yml" in stages["galaxy"]
+    assert "COPY --from=galaxy /usr/share/ansible /usr/share/ansible" in stages["final"]
+
+
+def test_ee_context_reaches_for_no_git_and_no_url(ee_context):
+    text, stages = _stages(ee_context)
+    requirements = (ee_context / "_build" / "requirements.yml").read_text()
+    for name, body in list(stages.items()) + [("requirements.yml", requirements)]:
+        assert not re.search(r"\bgit\b|://|\bcurl\b|\bwget\b", body), (name, body)
+    # The only registry name is the base image, an RPM-based one (dnf), set by build argument.
+    assert re.search(r'^ARG EE_BASE_IMAGE="quay.io/centos/centos:stream10"$', text, re.M)
+    assert re.search(r'^ARG PKGMGR="/usr/bin/dnf"$', text, re.M)
+
+
+def test_ee_collection_step_installs_offline(ee_context, tmp_path):
+    """The galaxy stage's command, run here from the context with no server."""
+    dest = tmp_path / "collections"
+    env = dict(os.environ, ANSIBLE_GALAXY_DISABLE_GPG_VERIFY="1", ANSIBLE_HOME=str(tmp_path / "home"),
+               ANSIBLE_GALAXY_SERVER="https://galaxy.invalid/")
+    proc = _run([VENV_BIN / "ansible-galaxy", "collection", "install", "--offline", "-r", "requirements.yml",
+                 "--collections-path", dest], ee_context / "_build", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    listed = _run([VENV_BIN / "ansible-galaxy", "collection", "list", "-p", dest, "--format", "json"], tmp_path, env=env)
+    found = {name: info["version"] for path in json.loads(listed.stdout).values() for name, info in path.items()}
+    assert set(found) == {"gpuops.platform", "kubernetes.core"}, found
+
+
+def test_make_ee_builds_with_the_base_image_as_a_build_argument(repo_root):
+    proc = _run(["make", "-n", "ee", "EE_BASE_IMAGE=quay.io/ansible/awx-ee:24.6.1"], repo_root)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.replace("\\\n", " ").splitlines()
+    assert lines[0] == "bash scripts/bootstrap.sh", lines
+    assert re.search(r"ansible-builder build -f execution-environment.yml .*--build-arg "
+                     r"EE_BASE_IMAGE=quay.io/ansible/awx-ee:24.6.1 -t gpuops-platform-ee:%s$" % re.escape(
+                         _collection_version(repo_root)), lines[1]), lines
+
+
+def test_ee_context_installs_helm_in_the_final_image(ee_context, repo_root):
+    context = ee_context
+    final_stage = _stages(context)[1]["final"]
     copy = "COPY _build/helm/ /tmp/gpuops-helm/"
     install = re.search(r"^RUN \$PYCMD /tmp/gpuops-helm/install_helm.py .*--dest (\S+)", final_stage, re.M)
     assert copy in final_stage and install, final_stage

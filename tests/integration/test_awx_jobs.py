@@ -1,0 +1,186 @@
+"""Every job template of awx/gpuops-platform.yml, launched as AWX launches it.
+
+Each job runs through the real ansible-runner from a private data directory that
+AWX's RunJob would build (tests/integration/awx_support.py): the project, the
+inventory script of the job's slice of hosts, the survey defaults as extra vars, the
+credentials' injectors as environment variables and files, and AWX's fact storage
+for use_fact_cache. The inventory is the shipped one with the demo fleet synced into
+it from the project (inventories/demo), every job runs in check mode at verbosity 3,
+and the jobs run in the rollout workflow's order, so Apply cluster plans the cluster
+from the facts the three slices of Apply nodes stored.
+"""
+import secrets
+
+import pytest
+
+import awx_support as awx
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "gpuops-awx-test-" + secrets.token_hex(16)
+CA = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUZ3B1b3BzLXRlc3QtY2E=\n-----END CERTIFICATE-----\n"
+CREDENTIALS = {"GPU cluster API": {"host": "https://k8s-api.gpu.test:6443", "token": TOKEN, "ca_cert": CA},
+               "GPU nodes SSH": {"username": "root"}}
+# Known limitation, shown by the two xfail tests below.
+FACT_STORAGE_FORMAT = (
+    "AWX's fact storage writes and reads <fact_cache>/<host> JSON files (awx/main/tasks/facts.py), while "
+    "ansible-core >= 2.19 keeps the jsonfile cache as s1_<host> holding {'__payload__': ...} "
+    "(ansible/ansible#85874, ansible/awx-ee#274): with the EE's ansible-core 2.21 no fact crosses from one "
+    "job to the next until the playbooks' facts source reads and writes AWX's files")
+GPU_NODES = ["dgx-a100-01", "h200-mig-01", "hgx-h100-01", "hgx-h100-02", "hgx-h100-03", "hgx-h100-04",
+             "l40s-01", "l40s-02", "l40s-03", "l40s-04"]
+
+
+class Jobs:
+    def __init__(self, workdir):
+        self.assets = awx.load_assets()
+        self.templates = awx.by_name(self.assets, "job_templates")
+        self.project = awx.copy_project(workdir / "project")
+        self.inventory = awx.awx_inventory_from_project(
+            awx.ROOT / "inventories" / "demo" / "hosts.yml", self.project, base=self.assets["inventory"][0])
+        self.workdir = workdir
+        self.facts = awx.FactStore()
+        self.next_id = 100
+        self.runs = {}
+
+    def launch(self, name, key=None, facts=None, **kwargs):
+        self.next_id += 1
+        kwargs.setdefault("verbosity", 3)
+        result = awx.launch(self.templates[name], self.assets, self.inventory, self.project, self.workdir,
+                            self.next_id, credential_inputs=CREDENTIALS, facts=facts or self.facts, **kwargs)
+        self.runs[key or name] = result
+        return result
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    jobs = Jobs(tmp_path_factory.mktemp("awx"))
+    # The rollout workflow, each job as its node launches it (check mode but for
+    # Record facts, which changes no node: the demo is plan-only).
+    jobs.launch("Record facts")
+    jobs.launch("Plan fleet")
+    slices = jobs.templates["Apply nodes"]["job_slice_count"]
+    for number in range(1, slices + 1):
+        jobs.launch("Apply nodes", key="Apply nodes %d/%d" % (number, slices), job_type="check",
+                    slice_number=number, slice_count=slices, verbosity=3 if number == 1 else 0)
+    jobs.launch("Apply cluster", job_type="check")
+    jobs.launch("GPU health", job_type="check")
+    # Day 2.
+    jobs.launch("Rolling driver upgrade", job_type="check")
+    jobs.launch("DCGM diagnostics", job_type="check")
+    jobs.launch("Kubelet tuning", job_type="check")
+    # The node layer once more, unsliced and with a fact storage of its own.
+    jobs.launch("Apply nodes", key="Apply nodes unsliced", job_type="check", facts=awx.FactStore(), verbosity=0)
+    # A slice without the k8s_control host, in an inventory that leaves MIG's control
+    # host to the mig role's default.
+    plain = awx.awx_inventory_from_project(awx.ROOT / "inventories" / "demo" / "hosts.yml", jobs.project)
+    jobs.next_id += 1
+    jobs.runs["Apply nodes 1/3, no control host"] = awx.launch(
+        jobs.templates["Apply nodes"], jobs.assets, plain, jobs.project, jobs.workdir, jobs.next_id,
+        credential_inputs=CREDENTIALS, facts=awx.FactStore(), job_type="check", slice_number=1, slice_count=3)
+    return jobs
+
+
+def _ok(run):
+    result = run[0]
+    return result.status == "successful" and result.rc == 0, result.stdout.read()[-3000:]
+
+
+@pytest.mark.parametrize("name", ["Record facts", "Plan fleet", "Apply nodes 1/3", "Apply nodes 2/3", "Apply nodes 3/3",
+                                  "GPU health", "Rolling driver upgrade", "DCGM diagnostics", "Kubelet tuning",
+                                  "Apply nodes unsliced", "Apply nodes 1/3, no control host"])
+def test_job_succeeds_in_check_mode(jobs, name):
+    ok, tail = _ok(jobs.runs[name])
+    assert ok, tail
+    stats = jobs.runs[name][0].stats
+    assert not stats.get("failures") and not stats.get("dark"), stats
+    # Check mode: each node's summary is a plan (changed counts what would change).
+    plans = [e["event_data"]["res"]["msg"][0] for e in jobs.runs[name][0].events if e["event"] == "runner_on_ok" and
+             e["event_data"].get("task") == "Summarize the node"]
+    assert all(p.startswith("PLAN: ") for p in plans), plans
+
+
+def test_record_facts_records_every_gpu_node_into_the_fact_cache(jobs):
+    result = jobs.runs["Record facts"][0]
+    summary = [e["event_data"]["res"]["msg"] for e in result.events if e["event"] == "runner_on_ok" and
+               e["event_data"].get("task") == "Summarize the recording"]
+    assert summary and summary[0][0].startswith("Recorded 10 of 10 host(s) into the fact cache"), summary
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FACT_STORAGE_FORMAT)
+def test_awx_stores_the_recorded_facts(jobs):
+    """What Record facts recorded reaches AWX's fact storage, for Plan fleet and Apply cluster."""
+    assert all("gpuops_recorded" in jobs.facts.facts.get(h, {}) for h in GPU_NODES), jobs.facts.facts
+
+
+def test_the_recorded_facts_stay_where_awx_does_not_look(jobs):
+    """Why the two tests above fail: ansible-core wrote each host's cache entry as
+    s1_<host> with the facts inside {"__payload__": ...}; AWX reads <host> only, finds
+    none and clears the host's stored facts."""
+    result = jobs.runs["Record facts"][0]
+    cache = awx.Path(result.config.private_data_dir) / "artifacts" / result.config.ident / "fact_cache"
+    names = sorted(p.name for p in cache.iterdir())
+    assert all(n.startswith("s1_") for n in names) and {"s1_" + h for h in GPU_NODES} <= set(names), names
+    entry = awx.json.loads((cache / ("s1_" + GPU_NODES[0])).read_text())
+    assert "gpuops_recorded" in awx.json.loads(entry["__payload__"])
+    assert all(jobs.facts.facts[h] == {} for h in GPU_NODES), jobs.facts.facts
+
+
+def test_plan_fleet_plans_every_gpu_node_from_its_facts(jobs):
+    result = jobs.runs["Plan fleet"][0]
+    assert set(result.stats["ok"]) == {"localhost"}, "the plan contacts no node"
+    summary = [e["event_data"]["res"]["msg"] for e in result.events if e["event"] == "runner_on_ok" and
+               e["event_data"].get("task") == "Summarize the fleet"]
+    assert summary and summary[0][0].startswith("10 hosts, "), summary
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FACT_STORAGE_FORMAT)
+def test_apply_cluster_plans_from_the_facts_the_slices_stored(jobs):
+    """Without the GPU nodes' facts the tenants' quota is larger than the fleet (0 GPUs)
+    and the job fails: the facts must come through AWX's fact storage from Apply nodes."""
+    assert all(jobs.facts.facts.get(h) for h in GPU_NODES), sorted(h for h in GPU_NODES if not jobs.facts.facts.get(h))
+    assert _ok(jobs.runs["Apply cluster"])[0], _ok(jobs.runs["Apply cluster"])[1]
+    assert all("nvidia" in jobs.facts.facts[h] for h in GPU_NODES)
+    result = jobs.runs["Apply cluster"][0]
+    assert set(result.stats["ok"]) == {"localhost"}, "run once, on the control host"
+    plays = [e["event_data"]["play"] for e in result.events if e["event"] == "playbook_on_play_start"]
+    assert plays == ["Kubernetes GPU stack"], plays
+
+
+@pytest.mark.parametrize("name", ["Record facts", "Plan fleet", "Apply nodes 1/3", "Apply cluster", "GPU health",
+                                  "Rolling driver upgrade", "DCGM diagnostics", "Kubelet tuning"])
+def test_token_reaches_the_job_as_environment_only_and_never_its_events(jobs, name):
+    result, env, safe_env = jobs.runs[name]
+    template = jobs.templates[name.split(" 1/")[0]]
+    uses_k8s = any(c["name"] == "GPU cluster API" for c in template["related"]["credentials"])
+    assert (env.get("K8S_AUTH_API_KEY") == TOKEN) is uses_k8s
+    assert TOKEN not in awx.json.dumps(safe_env)
+    command = awx.json.loads(open("%s/artifacts/%s/command" % (result.config.private_data_dir, result.config.ident)).read())
+    assert "-vvv" in command["command"], command
+    assert any(e["event"] == "verbose" for e in result.events)
+    assert awx.mentions(result, TOKEN) == []
+    assert TOKEN not in open(result.config.private_data_dir + "/env/extravars").read(), "never an extra var"
+
+
+def test_slices_are_awxs_round_robin_of_the_hosts_by_name(jobs):
+    slices = [jobs.runs["Apply nodes %d/3" % n][0] for n in (1, 2, 3)]
+    ran = [sorted(set(r.stats.get("ok", {})) | set(r.stats.get("skipped", {}))) for r in slices]
+    everyone = sorted(jobs.inventory["hosts"])
+    assert everyone == sorted(GPU_NODES + ["localhost"])
+    for number, hosts in enumerate(ran, 1):
+        assert set(hosts) - {"localhost"} == set(everyone[number - 1::3]) - {"localhost"}, (number, hosts)
+    assert sorted(h for hosts in ran for h in hosts if h != "localhost") == GPU_NODES
+
+
+def test_union_of_the_slices_is_the_unsliced_run(jobs):
+    """Every task of every node ends the same whether its node ran with the whole fleet
+    or with a third of it: no node play depends on another host of its slice."""
+    union = {}
+    for number in (1, 2, 3):
+        for host, results in awx.host_results(jobs.runs["Apply nodes %d/3" % number][0]).items():
+            assert host not in union or host == "localhost", "%s ran in two slices" % host
+            union.setdefault(host, []).extend(results)
+    whole = awx.host_results(jobs.runs["Apply nodes unsliced"][0])
+    for host in GPU_NODES:
+        assert union[host] == whole[host], host
+    assert set(union) - {"localhost"} == set(whole) - {"localhost"} == set(GPU_NODES)
