@@ -141,7 +141,7 @@ def test_the_adapters_old_variable_stops_the_plan_naming_it(render):
     failed = render("addon-adapter-old-name", nodes=NODES, expect_failure=True,
                     extra_vars={"gpu_monitoring_enabled": True, "gpu_monitoring_adapter_enabled": True})
     said = " ".join(failed.output.split())
-    assert "gpu_monitoring_adapter_enabled (host localhost): no such variable in role gpu_monitoring" in said
+    assert "gpu_monitoring_adapter_enabled (2 hosts: localhost, gpu-a): no such variable in role gpu_monitoring" in said
     assert "it was renamed: set prometheus_adapter_enabled instead" in said and failed.layers == {}
 
 
