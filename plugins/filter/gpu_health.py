@@ -98,7 +98,7 @@ def _why_not_judged(facts):
     if facts.get("source") == "replay":
         return "no NVIDIA GPU in its recorded facts (%s): not judged" % reason
     return ("no NVIDIA GPU found on the host (%s): not judged; to judge the node from its recorded facts "
-            "instead, set gpu_health_replay_file" % reason)
+            "instead, set gpuops_nvml_replay_file or gpuops_fleet_facts_dir (playbooks/record_facts.yml)" % reason)
 
 
 def _plan_node(entry, node, opts, render):

@@ -27,6 +27,14 @@ ASSETS = ROOT / "awx" / "gpuops-platform.yml"
 VENV_BIN = Path(sys.executable).parent
 
 
+def ee_ansible_core():
+    """The ansible-core version execution-environment.yml installs (its pip pin)."""
+    ee = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
+    name, _sep, version = ee["dependencies"]["ansible_core"]["package_pip"].partition("==")
+    assert name == "ansible-core" and version, "execution-environment.yml pins ansible-core with ==, got %r" % name
+    return version
+
+
 def load_assets(path=ASSETS):
     """The file as `awx import --conf.format yaml` reads it (awxkit/cli/resource.py Import)."""
     with open(path) as handle:

@@ -402,3 +402,17 @@ def test_workflow_records_plans_waits_for_approval_then_applies(assets):
     for node in nodes.values():
         key = node["natural_key"]
         assert key["workflow_job_template"] == workflow["natural_key"] and key["identifier"] == node["identifier"]
+
+
+def test_the_execution_environment_keeps_the_fact_cache_awx_reads():
+    """AWX's fact storage (awx/main/tasks/facts.py, start_fact_cache and
+    finish_fact_cache) reads and writes plain <fact_cache>/<host> JSON files;
+    ansible-core 2.19 wraps every cache entry as s1_<host> (ansible/ansible#85874).
+    The image's ansible-core must be older, and the one the AWX jobs are run on
+    (requirements/compat.txt, scripts/compat.sh)."""
+    version = awx.ee_ansible_core()
+    assert tuple(int(p) for p in version.split(".")[:2]) < (2, 19), version
+    compat = (awx.ROOT / "requirements" / "compat.txt").read_text()
+    assert "ansible-core==%s\n" % version in compat, "the EE's ansible-core is not the compat stage's"
+    runtime = yaml.safe_load((awx.ROOT / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    assert runtime == ">=2.17.0" and tuple(int(p) for p in version.split(".")[:2]) >= (2, 17), runtime

@@ -80,7 +80,7 @@ def test_nodes_without_gpu_or_outside_the_cluster_are_left_alone():
     absent = plan({"present": False, "reason": "libnvidia-ml.so.1 not found", "health": {"status": "ok", "reasons": []}},
                   k8s())["skipped"]
     assert absent.startswith("no NVIDIA GPU found on the host (libnvidia-ml.so.1 not found): not judged")
-    assert "set gpu_health_replay_file" in absent
+    assert "set gpuops_nvml_replay_file or gpuops_fleet_facts_dir" in absent
     recorded = plan({"present": False, "source": "replay", "health": {"status": "ok", "reasons": []}}, k8s())["skipped"]
     assert recorded == "no NVIDIA GPU in its recorded facts (NVML reports none): not judged"
     missing = plan(None, k8s())["skipped"]

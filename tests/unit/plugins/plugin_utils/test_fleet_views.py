@@ -9,7 +9,12 @@ from ansible.executor.playbook_executor import PlaybookExecutor
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play import Play
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
+try:
+    from ansible.template import trust_as_template
+except ImportError:  # ansible-core < 2.19 templates every string it is given
+    def trust_as_template(value):
+        return value
 from ansible.vars.manager import VariableManager
 
 from ansible_collections.gpuops.platform.plugins.filter import fleet as fleet_filter
