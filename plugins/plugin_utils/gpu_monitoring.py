@@ -28,10 +28,10 @@ THRESHOLDS = [("gpu_monitoring_gpu_temp_threshold", 0, 150), ("gpu_monitoring_me
 # Variables whose keys and values become Kubernetes labels.
 LABEL_MAP_VARIABLES = ["gpu_monitoring_selector_labels", "gpu_monitoring_dashboard_labels"]
 # The checked variables, as the role's vars/main.yml hands them over.
-SETTINGS = (["gpu_monitoring_rules", "gpu_monitoring_namespace", "gpu_monitoring_counters_configmap",
-             "gpu_monitoring_exporter_job", "gpu_monitoring_alerts_disabled", "gpu_monitoring_xid_classes",
-             "gpu_monitoring_xid_other_severity", "gpu_monitoring_runbook_url", "gpu_monitoring_extra_counters"]
-            + LABEL_VARIABLES + DURATION_VARIABLES + [t[0] for t in THRESHOLDS] + LABEL_MAP_VARIABLES)
+SETTINGS = ["gpu_monitoring_rules", "gpu_monitoring_namespace", "gpu_monitoring_counters_configmap",
+            "gpu_monitoring_exporter_job", "gpu_monitoring_alerts_disabled", "gpu_monitoring_xid_classes",
+            "gpu_monitoring_xid_other_severity", "gpu_monitoring_runbook_url", "gpu_monitoring_extra_counters",
+            *LABEL_VARIABLES, *DURATION_VARIABLES, *[t[0] for t in THRESHOLDS], *LABEL_MAP_VARIABLES]
 # The custom metrics per pod that the prometheus_adapter role exposes, with the
 # aggregation of the gpu_monitoring recording rule each reads (pod:dcgm_<name>:<aggregation>).
 ADAPTER_METRICS = [("gpu_utilization", "avg"), ("gpu_memory_used_bytes", "sum")]

@@ -120,11 +120,11 @@ def survey_answer_errors(element, data):
             return ["Value %s for '%s' expected to be a string." % (value, var)]
         size = len(value)
     elif qtype == "integer":
-        if type(value) is not int:
+        if isinstance(value, bool) or not isinstance(value, int):  # AWX: type(value) is not int
             return ["Value %s for '%s' expected to be an integer." % (value, var)]
         size = value
     elif qtype == "float":
-        if type(value) not in (float, int):
+        if isinstance(value, bool) or not isinstance(value, (float, int)):  # AWX: type(value) not in (float, int)
             return ["Value %s for '%s' expected to be a numeric type." % (value, var)]
         size = value
     else:
@@ -221,7 +221,7 @@ def credential_type_errors(ctype):
             errors.append("field IDs must be unique (%s)" % field["id"])
         ids.add(field["id"])
         ftype = field.get("type", "string")
-        if "default" in field and type(field["default"]) is not {"string": str, "boolean": bool}[ftype]:
+        if "default" in field and not isinstance(field["default"], {"string": str, "boolean": bool}[ftype]):
             errors.append("%s is not a %s" % (field["default"], ftype))
         for key in ("choices", "multiline", "format", "secret"):
             if key in field and ftype != "string":

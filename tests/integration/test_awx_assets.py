@@ -101,7 +101,7 @@ def _import_order():
     for resource in EXPORTABLE_RESOURCES:
         url = resources.inventories if resource == "inventory" else getattr(resources, resource)
         item[get_registered_page(url)(conn, endpoint=url).__item_class__] = resource
-    classes = [cls for cls in item]
+    classes = list(item)
     return [item[cls] for cls in itertools.chain(*has_create.page_creation_order(*classes)) if cls in item]
 
 

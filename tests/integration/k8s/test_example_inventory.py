@@ -154,8 +154,8 @@ def test_the_offline_overlay_changes_only_how_the_site_is_reached_and_its_facts(
                                     "gpuops_nodes_become", "gpuops_nodes_plan_only", "gpuops_k8s_render_dir",
                                     "gpuops_fleet_publish_facts"}
     pools = overlay["children"]
-    assert {g: set(v["vars"]) for g, v in pools.items()} == {"hgx_h100": {"gpuops_nvml_replay_file"},
-                                                            "inference_l40s": {"gpuops_nvml_replay_file"}}
+    assert {g: set(v["vars"]) for g, v in pools.items()} == {
+        "hgx_h100": {"gpuops_nvml_replay_file"}, "inference_l40s": {"gpuops_nvml_replay_file"}}
     for group in pools.values():
         facts = group["vars"]["gpuops_nvml_replay_file"].replace("{{ inventory_dir }}", str(EXAMPLE))
         assert os.path.isfile(os.path.normpath(facts)), facts
@@ -165,6 +165,6 @@ def test_the_example_mig_layout_and_strategy_agree():
     mig = yaml.safe_load((EXAMPLE / "group_vars" / "gpu_nodes" / "mig.yml").read_text())
     layout = mig["mig_config"]["mig-configs"][mig["mig_config_name"]]
     half = any(e.get("mig-enabled") for e in layout) and any(not e.get("mig-enabled") for e in layout)
-    strategy = yaml.safe_load((EXAMPLE / "group_vars" / "all" / "k8s.yml").read_text()).get("gpuops_k8s_mig_strategy",
-                                                                                              "single")
+    k8s = yaml.safe_load((EXAMPLE / "group_vars" / "all" / "k8s.yml").read_text())
+    strategy = k8s.get("gpuops_k8s_mig_strategy", "single")
     assert not half or strategy == "mixed", "a half-MIG layout needs gpuops_k8s_mig_strategy: mixed"

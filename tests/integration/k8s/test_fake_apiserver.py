@@ -246,8 +246,8 @@ def test_aggregated_discovery_when_asked_for_and_served(api):
     kueue = next(g for g in body["items"] if g["metadata"]["name"] == "kueue.x-k8s.io")
     assert [v["version"] for v in kueue["versions"]] == ["v1beta2", "v1beta1"]
     queue = next(r for r in kueue["versions"][0]["resources"] if r["resource"] == "clusterqueues")
-    assert queue["scope"] == "Cluster" and queue["responseKind"] == {"group": "kueue.x-k8s.io", "version": "v1beta2",
-                                                                      "kind": "ClusterQueue"}
+    assert queue["scope"] == "Cluster"
+    assert queue["responseKind"] == {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "ClusterQueue"}
     core = call_with_headers(api, "GET", "/api", headers=accept)[1]
     assert [g["metadata"]["name"] for g in core["items"]] == [""]
     # Plain discovery without the header, and on a server that does not aggregate.

@@ -336,6 +336,6 @@ def test_an_image_tag_is_honoured_without_a_repository(installed_collection, tmp
     pinned = yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text())[role + "_image_tag"]
     assert image({role + "_image_tag": "v9.9.9"}) == {"tag": "v9.9.9"}
     assert image({}) == {"tag": pinned}
-    assert image({role + "_image_repository": "registry.example.com/x"}) == {"repository": "registry.example.com/x",
-                                                                              "tag": pinned}
+    assert image({role + "_image_repository": "registry.example.com/x"}) == {
+        "repository": "registry.example.com/x", "tag": pinned}
     assert image({role + "_image_tag": ""}) == {}

@@ -70,8 +70,8 @@ def test_the_fact_cache_store(tmp_path):
     cached = {"gpuops_fleet_facts_cache": True, "ansible_facts": {rf.CACHE_FACT: record()}}
     where, loaded = rf.load(cached, "gpu-a")
     assert "fact cache" in where and loaded["nvidia"]["gpu_count"] == 8
-    with pytest.raises(rf.RecordedFactsError, match="no recorded facts for this host in the fact cache.*"
-                                                   "record_facts.yml.*use_fact_cache"):
+    with pytest.raises(rf.RecordedFactsError,
+                       match="no recorded facts for this host in the fact cache.*record_facts.yml.*use_fact_cache"):
         rf.load({"gpuops_fleet_facts_cache": True, "ansible_facts": {}}, "gpu-a")
 
 
