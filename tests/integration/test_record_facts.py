@@ -84,9 +84,13 @@ def live_plan(tmp):
     return fleet_plan.plan_fleet(hostvars, str(folder), "single", [{"name": "default", "mode": "none"}], "default")
 
 
+# What plan.json adds to each host's plan for the page (fleet_views.enrich), and where the facts were read from.
+VIEW_KEYS = {"facts_file", "pool", "disruption", "wave", "facts_recorded_at", "facts_time_source"}
+
+
 def comparable(plan):
-    """The per-host plans without where the facts were read from."""
-    return dict((name, dict((k, v) for k, v in host.items() if k != "facts_file")) for name, host in plan["hosts"].items())
+    """The per-host plans without where the facts were read from and the page's views of them."""
+    return dict((name, dict((k, v) for k, v in host.items() if k not in VIEW_KEYS)) for name, host in plan["hosts"].items())
 
 
 def upgrade_lines(out):

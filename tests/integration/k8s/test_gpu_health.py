@@ -114,7 +114,7 @@ def test_health_labels_taints_and_lifts_only_its_own(tmp_path, installed_collect
                "label gpuops.io/gpu-health=critical (was unset), annotation gpuops.io/gpu-health-reasons set, " \
                "taint gpuops.io/gpu-unhealthy=true:NoSchedule, cordon" in out
         assert "gpu-gone: left alone: not a Kubernetes node" in out
-        assert "cpu-1: left alone: no NVIDIA GPU facts" in out
+        assert "cpu-1: left alone: no NVIDIA GPU in its recorded facts" in out
         assert "changed=1" in recap(check)
 
         fleet.run()
