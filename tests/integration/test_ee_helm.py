@@ -110,7 +110,7 @@ def test_ee_collection_step_installs_offline(ee_context, tmp_path):
 
 
 def test_make_ee_builds_with_the_base_image_as_a_build_argument(repo_root):
-    proc = _run(["make", "-n", "ee", "EE_BASE_IMAGE=quay.io/ansible/awx-ee:24.6.1"], repo_root)
+    proc = _run(["make", "--no-print-directory", "-n", "ee", "EE_BASE_IMAGE=quay.io/ansible/awx-ee:24.6.1"], repo_root)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.replace("\\\n", " ").splitlines()
     assert lines[0] == "bash scripts/bootstrap.sh", lines
