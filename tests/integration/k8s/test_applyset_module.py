@@ -3,12 +3,15 @@
 Each test names the part of the Kubernetes API reference it follows; the fake
 API server models it (test_fake_apiserver.py).
 """
+import tempfile
+
 import pytest
 
 from fake_apiserver import FakeAPIServer
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
 from ansible_collections.gpuops.platform.plugins.modules import k8s_applyset
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 
 NAMESPACE = "gpuops-system"
@@ -63,6 +66,14 @@ def api():
         for obj in tenant("team-a") + tenant("team-b"):
             server.add(obj)
         yield server
+
+
+@pytest.fixture(autouse=True)
+def fresh_discovery(monkeypatch, tmp_path):
+    """kubernetes.core keeps a client per server URL in memory and its discovery in a file under the temp
+    dir: a server on a port an earlier test's server had would be read as that one."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(k8s_client, "_pool", {})
 
 
 def deletes(api):
