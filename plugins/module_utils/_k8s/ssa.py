@@ -1,0 +1,311 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Private to gpuops.platform, not a public API (may change in any release): server-side apply with one read per object.
+"""Server-side apply, object by object, with at most one read each.
+
+Follows the API reference (https://kubernetes.io/docs/reference/using-api/server-side-apply/):
+an apply is a PATCH with ``Content-Type: application/apply-patch+yaml`` and a
+``fieldManager``; the server answers with the object as stored (or, with
+``dryRun=All``, as it would be stored, nothing persisted:
+https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run); a
+change to a field another manager owns is a 409 Conflict naming the managers
+unless ``force=true``. So each object costs one GET (the state before, for
+``changed`` and the diff; 404 when it does not exist yet) and one PATCH.
+
+Resource paths come from a table of served resources (the k8s_discovery
+result); a kind the table lacks (a CRD this run created) is looked up with one
+legacy discovery GET of its group-version. The transport is a callable
+``request(method, path, query, body, content_type) -> (object, warnings)``
+that raises ApiError for any status outside 2xx.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+import time
+
+from ansible.module_utils.common.dict_transformations import recursive_diff
+from ansible.module_utils.six.moves.urllib.parse import quote
+
+try:
+    from kubernetes.dynamic.resource import ResourceInstance
+except ImportError:  # the module reports the missing library (AnsibleK8SModule's requires)
+    ResourceInstance = None
+
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.waiter import RESOURCE_PREDICATES, custom_condition
+
+APPLY_PATCH = "application/apply-patch+yaml"
+CRD_KIND, CRD_API = "CustomResourceDefinition", "apiextensions.k8s.io/v1"
+# What a dry run returns differently from the object before without any change being planned: the
+# server's bookkeeping of the request itself (metav1.ObjectMeta: set by the server, read-only).
+BOOKKEEPING = ("managedFields", "resourceVersion", "generation", "creationTimestamp")
+# RFC 7234 section 5.5 as the API server writes it: warn-code, warn-agent, quoted warn-text.
+WARNING = re.compile(r'(\d{3}) (\S+) "((?:[^"\\]|\\.)*)"')
+
+
+class ApiError(Exception):
+    """A response outside 2xx: its status code, its Status object (or {}) and its warnings."""
+
+    def __init__(self, status, body=None, warnings=None, reason=None):
+        super(ApiError, self).__init__(status, reason)
+        self.status = status
+        self.body = body if isinstance(body, dict) else {}
+        self.warnings = list(warnings or [])
+        self.reason = reason
+
+    @property
+    def message(self):
+        return self.body.get("message") or self.reason or "HTTP %s" % self.status
+
+
+class ApplyError(Exception):
+    """What to tell the user, and the per-object results applied before it."""
+
+    def __init__(self, msg, results=None):
+        super(ApplyError, self).__init__(msg)
+        self.msg = msg
+        self.results = list(results or [])
+
+
+def parse_warnings(values):
+    """The warn-texts of ``Warning`` header values (a header may hold several, comma-joined)."""
+    out = []
+    for value in values or []:
+        for _code, _agent, text in WARNING.findall(value or ""):
+            text = re.sub(r"\\(.)", r"\1", text)
+            if text not in out:
+                out.append(text)
+    return out
+
+
+def group_version(entry):
+    return "%s/%s" % (entry["group"], entry["version"]) if entry.get("group") else entry["version"]
+
+
+def describe(obj):
+    """``Kind namespace/name`` of a definition, for messages."""
+    meta = (obj or {}).get("metadata") or {}
+    return "%s %s%s" % (obj.get("kind", "?"), "%s/" % meta["namespace"] if meta.get("namespace") else "",
+                        meta.get("name", "?"))
+
+
+class Resources(object):
+    """Where each (apiVersion, kind) is served: the given table, then one discovery GET per missing group-version."""
+
+    def __init__(self, request, table=None):
+        self._request = request
+        self._by_kind = {}
+        self._fetched = set()
+        self.warnings = []
+        for entry in table or []:
+            self._add(entry)
+
+    def _add(self, entry):
+        missing = [k for k in ("version", "kind", "resource", "namespaced") if k not in entry]
+        if missing:
+            raise ApplyError("api_table entry %r lacks %s (each entry: group, version, kind, resource, namespaced, "
+                             "preferred, as gpuops.platform.k8s_discovery returns them)" % (entry, ", ".join(missing)))
+        self._by_kind.setdefault((group_version(entry), entry["kind"]), entry)
+
+    def _discover(self, api_version):
+        """One legacy discovery GET (APIResourceList) of a group-version; a 404 means it is not served."""
+        self._fetched.add(api_version)
+        group, _sep, version = api_version.rpartition("/")
+        path = "/apis/%s" % api_version if group else "/api/%s" % version
+        try:
+            body, warnings = self._request("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return
+            raise ApplyError("Discovery of %s failed: %s" % (api_version, exc.message))
+        self.warnings += warnings
+        for res in body.get("resources") or []:
+            if "/" in res.get("name", "/"):  # subresources (status, scale) are not objects
+                continue
+            self._add({"group": group, "version": version, "kind": res.get("kind"), "resource": res["name"],
+                       "namespaced": bool(res.get("namespaced")), "preferred": False})
+
+    def find(self, api_version, kind):
+        key = (api_version, kind)
+        if key not in self._by_kind and api_version not in self._fetched:
+            self._discover(api_version)
+        if key not in self._by_kind:
+            raise ApplyError("The API server does not serve %s at %s: check the apiVersion, or apply the "
+                             "CustomResourceDefinition that defines it first" % (kind, api_version))
+        return self._by_kind[key]
+
+
+def ready(obj):
+    """kubernetes.core.k8s's wait, on one object: a CRD until its Established condition is True (the
+    wait_condition the role always gave its CRDs), a kind the waiter knows (Deployment, DaemonSet, StatefulSet,
+    Pod, Job) by that kind's predicate, any other kind once it exists."""
+    instance = ResourceInstance(None, obj)
+    if obj.get("kind") == CRD_KIND:
+        return custom_condition({"type": "Established", "status": "True"}, instance)
+    predicate = RESOURCE_PREDICATES.get(obj.get("kind"))
+    return bool(predicate(instance)) if predicate else True
+
+
+def object_path(entry, obj):
+    """The REST path of one object (API concepts: /api/v1 or /apis/GROUP/VERSION[/namespaces/NS]/RESOURCE/NAME)."""
+    meta = obj.get("metadata") or {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if not name:
+        raise ApplyError("%s has no metadata.name: every applied object needs one" % describe(obj))
+    base = "/apis/%s/%s" % (entry["group"], entry["version"]) if entry.get("group") else "/api/%s" % entry["version"]
+    if entry["namespaced"]:
+        if not namespace:
+            raise ApplyError("%s is namespaced and has no metadata.namespace: set it in the definition" % describe(obj))
+        base += "/namespaces/%s" % quote(namespace, safe="")
+    return "%s/%s/%s" % (base, entry["resource"], quote(name, safe=""))
+
+
+def _without_bookkeeping(obj):
+    obj = dict(obj or {})
+    obj["metadata"] = dict((k, v) for k, v in (obj.get("metadata") or {}).items() if k not in BOOKKEEPING)
+    return obj
+
+
+def is_changed(before, after, dry_run):
+    """Whether the apply changed (or, in a dry run, would change) the object.
+
+    Applied for real, the server bumps metadata.resourceVersion on every write
+    and only then (ObjectMeta in the API reference). A dry run's answer is
+    compared with the object before, leaving out what the server fills in for
+    the request itself (managedFields, resourceVersion, generation, creationTimestamp).
+    """
+    if before is None:
+        return True
+    if not dry_run:
+        return (after.get("metadata") or {}).get("resourceVersion") != (before.get("metadata") or {}).get("resourceVersion")
+    return _without_bookkeeping(before) != _without_bookkeeping(after)
+
+
+def object_diff(before, after):
+    """``{"before", "after"}`` of what differs (kubernetes.core.k8s's shape: only differing keys; {} before a create)."""
+    found = recursive_diff(before or {}, after or {})
+    if not found:
+        return {}
+    return {"before": found[0], "after": found[1]}
+
+
+def _managers(body):
+    """The managers a 409's causes name (FieldManagerConflict: 'conflict with "manager" ...')."""
+    names, fields = [], []
+    for cause in (body.get("details") or {}).get("causes") or []:
+        m = re.search(r'conflict with "([^"]*)"', cause.get("message") or "")
+        if m and m.group(1) not in names:
+            names.append(m.group(1))
+        if cause.get("field"):
+            fields.append(cause["field"])
+    return names, fields
+
+
+def failure_message(obj, exc, field_manager):
+    """What went wrong with one object's PATCH, and what to do."""
+    if exc.status == 409:
+        managers, fields = _managers(exc.body)
+        return ("Server-side apply of %s conflicts with field manager(s) %s on %s. Another tool or person owns those "
+                "fields. Leave them out of the definition, make that manager give them up, or take them over: force "
+                "conflicts for the layer (k8s_apply_force_conflicts, or force_conflicts of this group), which moves "
+                "their ownership to %s. The API server said: %s"
+                % (describe(obj), ", ".join('"%s"' % m for m in managers) or "(not named)",
+                   ", ".join(fields) or "some fields", field_manager, exc.message))
+    return "Server-side apply of %s failed (HTTP %s): %s" % (describe(obj), exc.status, exc.message)
+
+
+class Applier(object):
+    """Applies definitions one by one: a GET of the state before, then the apply PATCH.
+
+    ``ready(obj)`` says whether an object that a group waits for is ready;
+    ``sleep`` is time.sleep (tests replace it).
+    """
+
+    def __init__(self, request, resources, field_manager, dry_run=False, diff=False, wait_timeout=300, wait_sleep=5,
+                 ready=ready, sleep=time.sleep, clock=time.monotonic):
+        self._request = request
+        self.resources = resources
+        self.field_manager = field_manager
+        self.dry_run = dry_run
+        self.diff = diff
+        self.wait_timeout = wait_timeout
+        self.wait_sleep = wait_sleep
+        self._ready = ready
+        self._sleep = sleep
+        self._clock = clock
+        self.warnings = []
+
+    def _call(self, method, path, query=None, body=None, content_type=None):
+        try:
+            obj, warnings = self._request(method, path, query, body, content_type)
+        except ApiError as exc:
+            self._warn(exc.warnings)
+            raise
+        self._warn(warnings)
+        return obj
+
+    def _warn(self, warnings):
+        self.warnings += [w for w in warnings if w not in self.warnings]
+
+    def _before(self, obj, path):
+        try:
+            return self._call("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise ApplyError("Reading %s failed (HTTP %s): %s" % (describe(obj), exc.status, exc.message))
+
+    def _wait(self, obj, path, after):
+        """Poll (GET every wait_sleep seconds) until ready; the PATCH's answer is looked at first, so a ready object costs no call."""
+        deadline = self._clock() + self.wait_timeout
+        while not self._ready(after):
+            if self._clock() >= deadline:
+                raise ApplyError("%s was applied but is not ready after %s seconds (wait_timeout)"
+                                 % (describe(obj), self.wait_timeout))
+            self._sleep(self.wait_sleep)
+            after = self._before(obj, path) or after
+        return after
+
+    def apply(self, obj, force=False, wait=False):
+        """Apply one definition; its result as kubernetes.core.k8s gives it (changed, method, result, diff)."""
+        if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
+            raise ApplyError("Every definition needs apiVersion, kind and metadata.name; got %r" % (describe(obj or {}),))
+        entry = self.resources.find(obj["apiVersion"], obj["kind"])
+        self._warn(self.resources.warnings)
+        path = object_path(entry, obj)
+        before = self._before(obj, path)
+        query = [("fieldManager", self.field_manager)]
+        if force:
+            query.append(("force", "true"))
+        if self.dry_run:
+            query.append(("dryRun", "All"))
+        try:
+            after = self._call("PATCH", path, query, obj, APPLY_PATCH)
+        except ApiError as exc:
+            raise ApplyError(failure_message(obj, exc, self.field_manager))
+        changed = is_changed(before, after, self.dry_run)
+        if wait and not self.dry_run:
+            after = self._wait(obj, path, after)
+        result = {"changed": changed, "method": "apply", "result": after}
+        if self.diff:
+            result["diff"] = object_diff(before, after) if changed else {}
+        return result
+
+    def apply_groups(self, groups):
+        """Apply each group's definitions in order; (changed, per-object results). Fails at the first error."""
+        results = []
+        for group in groups:
+            for obj in group.get("objects") or []:
+                try:
+                    results.append(self.apply(obj, bool(group.get("force_conflicts")), bool(group.get("wait"))))
+                except ApplyError as exc:
+                    raise ApplyError(exc.msg, results)
+                except ApiError as exc:
+                    raise ApplyError("%s: %s" % (describe(obj), exc.message), results)
+        return any(r["changed"] for r in results), results
+

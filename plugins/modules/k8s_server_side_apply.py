@@ -1,0 +1,253 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: k8s_server_side_apply
+short_description: Server-side apply Kubernetes objects, group by group, with at most one read per object
+version_added: 0.1.0
+author:
+  - gpuops.platform maintainers (@gpuops)
+description:
+  - Applies each definition by server-side apply (a C(PATCH) with C(Content-Type application/apply-patch+yaml) and
+    a field manager), as C(kubectl apply --server-side) does.
+  - Per object it makes one C(GET), the state before the apply (for RV(result.results[].changed) and the diff; a
+    C(404) means the apply creates it), and one C(PATCH), whose answer is the object as stored. In check mode the
+    C(PATCH) is a dry run (C(dryRun=All)); the server validates and answers with what it would store, and stores
+    nothing.
+  - Request paths come from O(api_table). A kind the table does not name (for example one whose
+    CustomResourceDefinition an earlier group of the same run applied) is looked up with one discovery C(GET) of
+    its group-version.
+  - O(groups) are applied in order, each with its own conflict and wait settings, so that one task applies
+    namespaces, then CustomResourceDefinitions waited for until Established.
+  - A field that another field manager owns is a conflict. The module fails, naming the object, the fields and
+    the managers, unless the group forces conflicts, which moves those fields to O(field_manager).
+  - A C(Warning) header of the API server (a deprecated API version, for example) becomes a warning of the task.
+  - Used by the C(gpuops.platform.k8s_apply) role; connection options come from the play's C(module_defaults)
+    (C(group/gpuops.platform.k8s)) like those of kubernetes.core.
+options:
+  groups:
+    description:
+      - The definitions to apply, in groups applied in this order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      objects:
+        description: Complete object definitions (C(apiVersion), C(kind), C(metadata.name), and C(metadata.namespace)
+          for a namespaced kind), applied in this order.
+        type: list
+        elements: dict
+        required: true
+      force_conflicts:
+        description: Take over the fields another field manager owns instead of failing (C(force=true)).
+        type: bool
+        default: false
+      no_log:
+        description:
+          - The objects hold secrets. The module refuses to apply them unless the task runs with C(no_log), so that
+            their contents reach no output (the module's arguments and results are shown at C(-vvv)).
+        type: bool
+        default: false
+      wait:
+        description:
+          - Wait, outside check mode, until each object is ready, as kubernetes.core.k8s's C(wait) does with its
+            own checks; a CustomResourceDefinition until its C(Established) condition is C(True).
+          - The answer of the apply is looked at first, so an object ready already costs no further call.
+        type: bool
+        default: false
+  field_manager:
+    description: The field manager that owns what this module applies.
+    type: str
+    default: gpuops-platform
+  api_table:
+    description:
+      - The resources the API server serves, as the C(gpuops.platform.k8s_discovery) module returns them, each
+        C(group), C(version), C(kind), C(resource), C(namespaced) and C(preferred).
+      - Empty, each group-version that a definition names is discovered with one C(GET) (C(/api/v1) or
+        C(/apis/GROUP/VERSION)).
+    type: list
+    elements: dict
+    default: []
+  wait_timeout:
+    description: Seconds to wait for each object of a group with O(groups[].wait).
+    type: int
+    default: 300
+  wait_sleep:
+    description: Seconds between two reads of an object that is not ready yet.
+    type: int
+    default: 5
+extends_documentation_fragment:
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
+  - kubernetes.core.k8s_auth_options
+attributes:
+  check_mode:
+    support: full
+    details: Every C(PATCH) is a dry run (C(dryRun=All)); the server answers with what it would store and stores
+      nothing. Nothing is waited for.
+  diff_mode:
+    support: full
+    details: Each object's result carries C(diff), the fields that differ between the object before and after the
+      apply (or the dry run), in kubernetes.core.k8s's shape.
+  idempotent:
+    support: full
+    details: An apply of the same definitions changes no object the second time; the server keeps their
+      C(metadata.resourceVersion).
+requirements:
+  - kubernetes (Python) >= 24.2.0
+seealso:
+  - name: Server-Side Apply
+    description: The Kubernetes API reference for server-side apply, field managers and conflicts.
+    link: https://kubernetes.io/docs/reference/using-api/server-side-apply/
+  - module: kubernetes.core.k8s
+"""
+
+EXAMPLES = r"""
+- name: Apply the namespaces, then the CRDs, waiting until they are Established
+  gpuops.platform.k8s_server_side_apply:
+    api_table: "{{ gpuops_k8s_api_table | default([]) }}"
+    groups:
+      - objects: "{{ namespaces }}"
+      - objects: "{{ crds }}"
+        wait: true
+
+- name: Apply node labels that another tool set first, taking them over
+  gpuops.platform.k8s_server_side_apply:
+    field_manager: gpuops-platform
+    groups:
+      - objects:
+          - apiVersion: v1
+            kind: Node
+            metadata:
+              name: gpu-a
+              labels:
+                nvidia.com/device-plugin.config: ts4
+        force_conflicts: true
+"""
+
+RETURN = r"""
+result:
+  description: What each apply did.
+  returned: always
+  type: dict
+  contains:
+    results:
+      description: One entry per definition, in the order applied, as kubernetes.core.k8s returns each one.
+      type: list
+      elements: dict
+      contains:
+        changed:
+          description: Whether the apply changed the object (in check mode, would change it); a new object counts
+            as changed.
+          type: bool
+        method:
+          description: Always C(apply).
+          type: str
+          sample: apply
+        result:
+          description: The object as the server answered the apply (in check mode, the dry run's object).
+          type: dict
+          sample: {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator", "resourceVersion": "42"}}
+        diff:
+          description: In diff mode, C(before) and C(after), the parts of the object that differ (empty when
+            unchanged; C(before) is empty for a new object).
+          type: dict
+          returned: in diff mode
+warnings:
+  description: Warnings the API server sent (C(Warning) headers), each once.
+  returned: when the server sent any
+  type: list
+  elements: str
+"""
+
+import json
+
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import ssa
+
+try:
+    from kubernetes.dynamic.exceptions import DynamicApiError
+except ImportError:  # AnsibleK8SModule reports the missing library
+    DynamicApiError = Exception
+
+
+def _warning_values(headers):
+    if headers is None:
+        return []
+    if hasattr(headers, "getlist"):
+        return headers.getlist("Warning")
+    return [headers.get("Warning")] if hasattr(headers, "get") and headers.get("Warning") else []
+
+
+def _status(body):
+    try:
+        return json.loads(body)
+    except (TypeError, ValueError):
+        return {}
+
+
+def transport(client):
+    """ssa's request callable on kubernetes' DynamicClient.request: raw REST calls, no discovery."""
+    def request(method, path, query=None, body=None, content_type=None):
+        try:
+            resp = client.request(method, path, body=body, query_params=list(query or []),
+                                  content_type=content_type or "application/json", serialize=False)
+        except DynamicApiError as exc:
+            raise ssa.ApiError(exc.status, _status(exc.body), ssa.parse_warnings(_warning_values(exc.headers)),
+                               getattr(exc, "reason", None))
+        return json.loads(resp.data.decode("utf-8")), ssa.parse_warnings(_warning_values(resp.headers))
+    return request
+
+
+def main():
+    argument_spec = dict(
+        groups=dict(type="list", elements="dict", required=True, options=dict(
+            objects=dict(type="list", elements="dict", required=True),
+            no_log=dict(type="bool", default=False),
+            force_conflicts=dict(type="bool", default=False),
+            wait=dict(type="bool", default=False),
+        )),
+        field_manager=dict(type="str", default="gpuops-platform"),
+        api_table=dict(type="list", elements="dict", default=[]),
+        wait_timeout=dict(type="int", default=300),
+        wait_sleep=dict(type="int", default=5),
+    )
+    argument_spec.update(AUTH_ARG_SPEC)
+    module = AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    results = []
+    if not module._module.no_log and any(g["no_log"] for g in params["groups"]):
+        module.fail_json(msg="groups: a group with no_log: true holds secrets; apply it in a task with no_log: true, "
+                             "so that its objects reach no output")
+    try:
+        request = transport(get_api_client(module).client)
+        applier = ssa.Applier(request, ssa.Resources(request, params["api_table"]), params["field_manager"],
+                              dry_run=module.check_mode, diff=module._diff, wait_timeout=params["wait_timeout"],
+                              wait_sleep=params["wait_sleep"])
+        changed, results = applier.apply_groups(params["groups"])
+    except ssa.ApplyError as exc:
+        module.fail_json(msg=exc.msg, result={"results": exc.results})
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+    except Exception as exc:  # the API client raises many types (connection, TLS); all mean the same to the user
+        module.fail_json(msg="Server-side apply: could not talk to the API server: %s" % exc,
+                         result={"results": results})
+    for warning in applier.warnings:
+        module.warn(warning)
+    module.exit_json(changed=changed, result={"results": results})
+
+
+if __name__ == "__main__":
+    main()
