@@ -1,0 +1,165 @@
+"""k8s_server_side_apply's main() against the in-memory API server, without a play: the calls it makes per object.
+
+Each test names the part of the Kubernetes API reference it follows; the fake
+API server models it (see fake_apiserver's docstring and test_fake_apiserver.py):
+- Server-Side Apply (https://kubernetes.io/docs/reference/using-api/server-side-apply/): the apply PATCH
+  answers with the object as stored; an apply of what is already there changes nothing (resourceVersion
+  kept); a field another manager owns is a 409 Conflict unless force;
+- dry run (https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run): dryRun=All stores nothing;
+- warnings (https://kubernetes.io/blog/2020/09/03/warnings/): a deprecated version draws a `Warning` header;
+- CustomResourceDefinition: its kind is served once the CRD is Established.
+"""
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+
+from fake_apiserver import FakeAPIServer
+from support.module_args import ExitJson, FailJson, module_exits, patch_module_args
+
+from ansible_collections.gpuops.platform.plugins.modules import k8s_server_side_apply
+
+pytestmark = pytest.mark.slow
+
+MANAGER = "gpuops-platform"
+TABLE = [
+    {"group": "", "version": "v1", "kind": "Namespace", "resource": "namespaces", "namespaced": False, "preferred": True},
+    {"group": "", "version": "v1", "kind": "ConfigMap", "resource": "configmaps", "namespaced": True, "preferred": True},
+    {"group": "", "version": "v1", "kind": "ResourceQuota", "resource": "resourcequotas", "namespaced": True,
+     "preferred": True},
+    {"group": "apiextensions.k8s.io", "version": "v1", "kind": "CustomResourceDefinition",
+     "resource": "customresourcedefinitions", "namespaced": False, "preferred": True},
+    {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "LocalQueue", "resource": "localqueues",
+     "namespaced": True, "preferred": True},
+]
+CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+       "metadata": {"name": "widgets.example.com"},
+       "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": True, "storage": True,
+                              "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+
+
+def objects():
+    return [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plan", "namespace": "team-a"}, "data": {"a": "1"}},
+        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpuops-tenant", "namespace": "team-a"},
+         "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default", "namespace": "team-a"},
+         "spec": {"clusterQueue": "gpus"}},
+        # The CRD applied in the first group of the same run: its kind is not in the table.
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "team-a"}, "spec": {}},
+    ]
+
+
+def groups():
+    return [{"objects": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}]},
+            {"objects": [CRD], "wait": True},
+            {"objects": objects()}]
+
+
+def run(api, check_mode=False, diff=False, **args):
+    params = dict({"host": api.url, "api_key": "t0ken-ssa", "validate_certs": False, "field_manager": MANAGER,
+                   "api_table": TABLE, "wait_sleep": 1, "_ansible_check_mode": check_mode, "_ansible_diff": diff},
+                  **args)
+    with module_exits(), patch_module_args(params):
+        try:
+            k8s_server_side_apply.main()
+        except ExitJson as done:
+            return done.args[0]
+        except FailJson as failed:
+            return dict(failed.args[0], failed=True)
+    raise AssertionError("the module neither exited nor failed")
+
+
+def object_calls(api, start):
+    """The requests since ``start`` that are not discovery."""
+    return [(m, p, q) for m, p, q, c in api.requests[start:]
+            if not (p in ("/version", "/api", "/apis", "/api/v1") or p.count("/") == 3 and p.startswith("/apis/"))]
+
+
+def test_a_no_op_reads_each_object_once_patches_it_once_and_changes_nothing():
+    with FakeAPIServer() as api:
+        api.crd_delay = 1.0  # Established a second after it is created: the first run waits for it
+        first = run(api, groups=groups())
+        assert first.get("failed") is None, first
+        assert first["changed"] is True
+        assert all(r["changed"] for r in first["result"]["results"])
+        crd = [r["result"] for r in first["result"]["results"] if r["result"]["kind"] == "CustomResourceDefinition"][0]
+        assert {"type": "Established", "status": "True"} in [
+            dict(type=c["type"], status=c["status"]) for c in crd["status"]["conditions"]]
+        assert api.get("Widget", "w", "team-a") is not None
+        versions = dict((k, o["metadata"]["resourceVersion"]) for k, o in api.objects.items())
+        start = len(api.requests)
+
+        again = run(api, groups=groups())
+        assert again["changed"] is False, again
+        assert [r["changed"] for r in again["result"]["results"]] == [False] * 6
+        # Nothing written: every object kept its resourceVersion (ObjectMeta: it changes on every write).
+        assert dict((k, o["metadata"]["resourceVersion"]) for k, o in api.objects.items()) == versions
+        calls = object_calls(api, start)
+        per_object = {}
+        for method, path, query in calls:
+            per_object.setdefault(path, []).append(method)
+        # One GET and one apply PATCH for each of the 6 objects, nothing else but discovery of the one
+        # group-version the table lacks (example.com/v1, the CRD's).
+        assert sorted(per_object.values()) == [["GET", "PATCH"]] * 6, per_object
+        discovery = [p for m, p, q, c in api.requests[start:] if (m, p, q) not in calls]
+        assert discovery == ["/apis/example.com/v1"], discovery
+        assert api.warnings == []
+
+
+def test_check_mode_dry_runs_every_patch_and_writes_nothing():
+    with FakeAPIServer() as api:
+        run(api, groups=groups()[:2])
+        api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plan", "namespace": "team-a"},
+                 "data": {"a": "0"}}, manager=MANAGER)
+        before = dict((k, dict(o)) for k, o in api.objects.items())
+        start = len(api.requests)
+        checked = run(api, check_mode=True, diff=True, groups=[{"objects": objects()[:2]}])
+        assert checked["changed"] is True
+        patches = [q for m, p, q, c in api.requests[start:] if m == "PATCH"]
+        assert len(patches) == 2 and all(q.get("dryRun") == ["All"] for q in patches)
+        assert api.objects == before
+        change, create = checked["result"]["results"]
+        # kubernetes.core.k8s's diff shape: what differs; nothing before a create.
+        assert change["diff"]["before"]["data"] == {"a": "0"} and change["diff"]["after"]["data"] == {"a": "1"}
+        assert create["diff"]["before"] == {} and create["diff"]["after"]["kind"] == "ResourceQuota"
+
+
+def test_a_conflict_fails_naming_the_object_and_the_managers_and_changes_nothing():
+    with FakeAPIServer() as api:
+        run(api, groups=groups()[:1])
+        api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plan", "namespace": "team-a"},
+                 "data": {"a": "by-hand"}}, manager="kubectl-edit")
+        before = dict(api.get("ConfigMap", "plan", "team-a"))
+        failed = run(api, groups=[{"objects": objects()[:1]}])
+        assert failed["failed"] is True
+        msg = failed["msg"]
+        assert "ConfigMap team-a/plan" in msg and '"kubectl-edit"' in msg and ".data.a" in msg
+        assert "force" in msg
+        assert api.get("ConfigMap", "plan", "team-a") == before
+        # Forcing takes the field over (the Server-Side Apply reference: ownership moves to the applier).
+        forced = run(api, groups=[{"objects": objects()[:1], "force_conflicts": True}])
+        assert forced["changed"] is True
+        assert api.get("ConfigMap", "plan", "team-a")["data"] == {"a": "1"}
+        assert "data.a" in api.owners("ConfigMap", "plan", "team-a")[MANAGER]
+
+
+def test_a_deprecated_version_is_a_task_warning():
+    with FakeAPIServer() as api:
+        run(api, groups=groups()[:1])
+        old = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+               "metadata": {"name": "default", "namespace": "team-a"}, "spec": {"clusterQueue": "gpus"}}
+        with mock.patch.object(basic.AnsibleModule, "warn") as warn:
+            run(api, groups=[{"objects": [old]}])
+        assert [c.args[0] for c in warn.call_args_list] == ["kueue.x-k8s.io/v1beta1 LocalQueue is deprecated; use kueue.x-k8s.io/v1beta2 LocalQueue"]
+
+
+def test_a_hidden_group_is_refused_outside_a_no_log_task_before_any_call():
+    with FakeAPIServer() as api:
+        failed = run(api, groups=[{"objects": objects()[:1], "no_log": True}])
+        assert failed["failed"] is True and "no_log: true" in failed["msg"]
+        assert [p for m, p, q, c in api.requests if "configmaps" in p] == []
+        hidden = run(api, _ansible_no_log=True, groups=groups()[:1] + [{"objects": objects()[:1], "no_log": True}])
+        assert hidden["changed"] is True

@@ -1,0 +1,272 @@
+"""Server-side apply with at most one read per object (module_utils/_k8s/ssa.py), against a scripted transport.
+
+Each test names the part of the Kubernetes API reference it follows:
+- Server-Side Apply (https://kubernetes.io/docs/reference/using-api/server-side-apply/): the PATCH with
+  Content-Type application/apply-patch+yaml and fieldManager, force, 409 Conflict with one cause per field;
+- API concepts, dry run (https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run): dryRun=All
+  answers with the object as it would be stored;
+- ObjectMeta: resourceVersion changes on every write and only then;
+- warnings (https://kubernetes.io/blog/2020/09/03/warnings/): `Warning: 299 - "text"` headers;
+- discovery (https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api): APIResourceList of a
+  group-version, subresources named `resource/sub`.
+"""
+import copy
+
+import pytest
+
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import ssa
+
+TABLE = [
+    {"group": "", "version": "v1", "kind": "Namespace", "resource": "namespaces", "namespaced": False, "preferred": True},
+    {"group": "", "version": "v1", "kind": "ConfigMap", "resource": "configmaps", "namespaced": True, "preferred": True},
+    {"group": "apiextensions.k8s.io", "version": "v1", "kind": "CustomResourceDefinition",
+     "resource": "customresourcedefinitions", "namespaced": False, "preferred": True},
+]
+
+
+def ns(name):
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def cm(name, namespace="team-a", **data):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+def stored(obj, rv="7", **meta):
+    out = copy.deepcopy(obj)
+    out["metadata"].update(resourceVersion=rv, uid="u-1", creationTimestamp="2026-01-01T00:00:00Z",
+                           managedFields=[{"manager": "gpuops-platform", "operation": "Apply",
+                                           "time": "2026-01-01T00:00:00Z"}], **meta)
+    return out
+
+
+class Server(object):
+    """A scripted transport: each (method, path) answers from ``answers`` (a list is consumed in order);
+    every call is recorded."""
+
+    def __init__(self, answers):
+        self.answers = dict((k, list(v) if isinstance(v, list) else v) for k, v in answers.items())
+        self.calls = []
+
+    def __call__(self, method, path, query=None, body=None, content_type=None):
+        self.calls.append((method, path, list(query or []), body, content_type))
+        answer = self.answers.get((method, path))
+        if isinstance(answer, list):
+            answer = answer.pop(0) if len(answer) > 1 else answer[0]
+        if answer is None:
+            raise ssa.ApiError(404, {"kind": "Status", "reason": "NotFound", "code": 404, "message": "not found"})
+        if isinstance(answer, ssa.ApiError):
+            raise answer
+        return copy.deepcopy(answer[0]), list(answer[1]) if len(answer) > 1 else []
+
+    def methods(self):
+        return [(c[0], c[1]) for c in self.calls]
+
+
+def applier(server, table=TABLE, **kw):
+    return ssa.Applier(server, ssa.Resources(server, table), "gpuops-platform", sleep=lambda s: None, **kw)
+
+
+def test_a_no_op_is_one_get_and_one_patch_per_object_and_unchanged():
+    # ObjectMeta: an apply that changes nothing keeps resourceVersion.
+    live = stored(cm("a", x="1"))
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/a"): (live,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (live,)})
+    changed, results = applier(server).apply_groups([{"objects": [cm("a", x="1")]}])
+    assert server.methods() == [("GET", "/api/v1/namespaces/team-a/configmaps/a"),
+                                ("PATCH", "/api/v1/namespaces/team-a/configmaps/a")]
+    assert changed is False and results == [{"changed": False, "method": "apply", "result": live}]
+    # The apply PATCH of the Server-Side Apply reference: apply-patch+yaml, our field manager, no force, no dry run.
+    method, path, query, body, ctype = server.calls[1]
+    assert ctype == "application/apply-patch+yaml"
+    assert query == [("fieldManager", "gpuops-platform")]
+    assert body == cm("a", x="1")
+
+
+def test_a_create_is_changed_and_its_diff_has_no_before():
+    created = stored(cm("a", x="1"))
+    server = Server({("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (created,)})
+    changed, results = applier(server, diff=True).apply_groups([{"objects": [cm("a", x="1")]}])
+    assert changed is True
+    assert results[0]["diff"] == {"before": {}, "after": created}
+    assert server.methods()[0] == ("GET", "/api/v1/namespaces/team-a/configmaps/a")
+
+
+def test_a_change_bumps_the_resource_version_and_the_diff_shows_only_what_differs():
+    before, after = stored(cm("a", x="1"), rv="7"), stored(cm("a", x="2"), rv="8")
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/a"): (before,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (after,)})
+    changed, results = applier(server, diff=True).apply_groups([{"objects": [cm("a", x="2")]}])
+    assert changed is True
+    assert results[0]["diff"] == {"before": {"data": {"x": "1"}, "metadata": {"resourceVersion": "7"}},
+                                  "after": {"data": {"x": "2"}, "metadata": {"resourceVersion": "8"}}}
+
+
+def test_check_mode_patches_with_dry_run_and_compares_without_the_servers_bookkeeping():
+    # Dry run: dryRun=All; the answer may carry a new resourceVersion, generation and managedFields time
+    # without anything planned to change.
+    before = stored(cm("a", x="1"), rv="7")
+    same = stored(cm("a", x="1"), rv="9", generation=2)
+    same["metadata"]["managedFields"][0]["time"] = "2026-05-05T00:00:00Z"
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/a"): (before,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (same,)})
+    changed, results = applier(server, dry_run=True, diff=True).apply_groups([{"objects": [cm("a", x="1")]}])
+    assert changed is False and results[0]["diff"] == {}
+    assert ("dryRun", "All") in server.calls[1][2]
+    different = stored(cm("a", x="2"), rv="7")
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/a"): (before,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (different,)})
+    changed, results = applier(server, dry_run=True).apply_groups([{"objects": [cm("a", x="2")]}])
+    assert changed is True
+    assert [c[0] for c in server.calls] == ["GET", "PATCH"]
+
+
+def test_force_conflicts_sends_force_true():
+    live = stored(ns("team-a"))
+    server = Server({("GET", "/api/v1/namespaces/team-a"): (live,), ("PATCH", "/api/v1/namespaces/team-a"): (live,)})
+    applier(server).apply_groups([{"objects": [ns("team-a")], "force_conflicts": True}])
+    assert ("force", "true") in server.calls[1][2]
+
+
+def test_a_conflict_fails_naming_the_object_fields_and_managers_and_what_to_do():
+    # Server-Side Apply, conflicts: 409 with reason Conflict and a FieldManagerConflict cause per field.
+    conflict = ssa.ApiError(409, {"kind": "Status", "reason": "Conflict", "code": 409,
+                                  "message": 'Apply failed with 1 conflict: conflict with "kubectl-label": .data.x',
+                                  "details": {"causes": [{"reason": "FieldManagerConflict", "field": ".data.x",
+                                                          "message": 'conflict with "kubectl-label" using v1'}]}})
+    ok = stored(ns("team-a"))
+    server = Server({("PATCH", "/api/v1/namespaces/team-a"): (ok,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): conflict})
+    with pytest.raises(ssa.ApplyError) as err:
+        applier(server).apply_groups([{"objects": [ns("team-a"), cm("a", x="2")]}])
+    msg = err.value.msg
+    assert "ConfigMap team-a/a" in msg and '"kubectl-label"' in msg and ".data.x" in msg
+    assert "force" in msg and "gpuops-platform" in msg
+    # What was applied before the failure is reported with it.
+    assert [r["result"]["metadata"]["name"] for r in err.value.results] == ["team-a"]
+
+
+def test_other_errors_name_the_object_and_the_servers_message():
+    invalid = ssa.ApiError(422, {"kind": "Status", "reason": "Invalid", "code": 422,
+                                 "message": 'ConfigMap "a" is invalid: data: bad key'})
+    server = Server({("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): invalid})
+    with pytest.raises(ssa.ApplyError, match=r"ConfigMap team-a/a failed \(HTTP 422\): .*is invalid"):
+        applier(server).apply_groups([{"objects": [cm("a")]}])
+    forbidden = ssa.ApiError(403, {"message": "configmaps is forbidden"})
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/a"): forbidden})
+    with pytest.raises(ssa.ApplyError, match=r"Reading ConfigMap team-a/a failed \(HTTP 403\)"):
+        applier(server).apply_groups([{"objects": [cm("a")]}])
+    assert [c[0] for c in server.calls] == ["GET"]
+
+
+def test_bad_definitions_fail_before_any_call():
+    server = Server({})
+    for bad, text in ((cm("a", namespace=None), "has no metadata.namespace"),
+                      ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "x"}}, "no metadata.name"),
+                      ({"kind": "ConfigMap"}, "needs apiVersion, kind")):
+        with pytest.raises(ssa.ApplyError, match=text):
+            applier(server).apply_groups([{"objects": [bad]}])
+    assert server.calls == []
+
+
+def test_a_kind_not_in_the_table_costs_one_discovery_get_per_group_version():
+    # Discovery: GET /apis/GROUP/VERSION answers the APIResourceList; subresources are `resource/sub`.
+    listing = {"kind": "APIResourceList", "groupVersion": "kueue.x-k8s.io/v1beta2", "resources": [
+        {"name": "localqueues", "kind": "LocalQueue", "namespaced": True},
+        {"name": "localqueues/status", "kind": "LocalQueue", "namespaced": True},
+        {"name": "clusterqueues", "kind": "ClusterQueue", "namespaced": False}]}
+    lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q", "namespace": "t"}}
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "c"}}
+    server = Server({("GET", "/apis/kueue.x-k8s.io/v1beta2"): (listing,),
+                     ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/namespaces/t/localqueues/q"): (stored(lq),),
+                     ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/c"): (stored(cq),)})
+    applier(server).apply_groups([{"objects": [lq, cq]}])
+    assert server.methods().count(("GET", "/apis/kueue.x-k8s.io/v1beta2")) == 1
+    assert ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/c") in server.methods()
+    # Core kinds in the table need no discovery at all; without a table, /api/v1 once.
+    server = Server({("GET", "/api/v1"): ({"resources": [{"name": "namespaces", "kind": "Namespace",
+                                                          "namespaced": False}]},),
+                     ("PATCH", "/api/v1/namespaces/a"): (stored(ns("a")),),
+                     ("PATCH", "/api/v1/namespaces/b"): (stored(ns("b")),)})
+    applier(server, table=[]).apply_groups([{"objects": [ns("a"), ns("b")]}])
+    assert server.methods().count(("GET", "/api/v1")) == 1
+
+
+def test_a_kind_the_server_does_not_serve_is_refused_with_what_to_do():
+    server = Server({})
+    obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    with pytest.raises(ssa.ApplyError, match="does not serve Widget at example.com/v1.*CustomResourceDefinition"):
+        applier(server).apply_groups([{"objects": [obj]}])
+    assert server.methods() == [("GET", "/apis/example.com/v1")]
+
+
+def test_a_bad_table_entry_is_refused():
+    with pytest.raises(ssa.ApplyError, match="lacks resource, namespaced"):
+        ssa.Resources(Server({}), [{"group": "", "version": "v1", "kind": "Namespace"}])
+
+
+def test_names_are_escaped_in_paths():
+    entry = TABLE[1]
+    assert ssa.object_path(entry, cm("a b/c", namespace="n")) == "/api/v1/namespaces/n/configmaps/a%20b%2Fc"
+    assert ssa.object_path(TABLE[2], {"kind": "CustomResourceDefinition", "metadata": {"name": "x.y.z"}}) == \
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x.y.z"
+
+
+def crd(conditions=None, rv="5"):
+    out = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com", "resourceVersion": rv}}
+    if conditions is not None:
+        out["status"] = {"conditions": conditions}
+    return out
+
+
+ESTABLISHED = [{"type": "NamesAccepted", "status": "True"}, {"type": "Established", "status": "True"}]
+PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
+
+
+def test_a_crd_is_waited_for_until_established_and_an_established_one_costs_no_read():
+    # CustomResourceDefinition status: the Established condition (kubernetes.core's wait_condition for it).
+    server = Server({("PATCH", PATH): (crd([], rv="5"),), ("GET", PATH): [None, (crd([]),), (crd(ESTABLISHED),)]})
+    changed, results = applier(server, wait_sleep=1).apply_groups([{"objects": [crd()], "wait": True}])
+    assert changed is True
+    assert server.methods() == [("GET", PATH), ("PATCH", PATH), ("GET", PATH), ("GET", PATH)]
+    assert results[0]["result"]["status"]["conditions"] == ESTABLISHED
+    server = Server({("PATCH", PATH): (crd(ESTABLISHED),), ("GET", PATH): (crd(ESTABLISHED),)})
+    applier(server).apply_groups([{"objects": [crd()], "wait": True}])
+    assert server.methods() == [("GET", PATH), ("PATCH", PATH)]
+
+
+def test_waiting_ends_with_a_clear_failure_and_never_in_check_mode():
+    ticks = iter(range(0, 1000, 10))
+    server = Server({("PATCH", PATH): (crd([]),), ("GET", PATH): [None, (crd([]),)]})
+    slow = ssa.Applier(server, ssa.Resources(server, TABLE), "gpuops-platform", wait_timeout=30, sleep=lambda s: None,
+                       clock=lambda: next(ticks))
+    with pytest.raises(ssa.ApplyError, match="CustomResourceDefinition widgets.example.com was applied but is not "
+                                             "ready after 30 seconds"):
+        slow.apply_groups([{"objects": [crd()], "wait": True}])
+    server = Server({("PATCH", PATH): (crd([]),)})
+    applier(server, dry_run=True).apply_groups([{"objects": [crd()], "wait": True}])
+    assert server.methods() == [("GET", PATH), ("PATCH", PATH)]
+
+
+def test_ready_follows_kubernetes_cores_waiter():
+    deployment = {"kind": "Deployment", "metadata": {"generation": 2}, "spec": {"replicas": 2},
+                  "status": {"replicas": 2, "availableReplicas": 1, "observedGeneration": 2}}
+    assert not ssa.ready(deployment)
+    deployment["status"]["availableReplicas"] = 2
+    assert ssa.ready(deployment)
+    assert ssa.ready({"kind": "ConfigMap", "metadata": {"name": "x"}})
+    assert not ssa.ready(crd([{"type": "Established", "status": "False"}]))
+
+
+def test_server_warnings_are_collected_once_each():
+    # Warning headers: `299 - "text"`, several in one header value comma-joined, quotes escaped.
+    text = 'kueue.x-k8s.io/v1beta1 LocalQueue is deprecated; use kueue.x-k8s.io/v1beta2 LocalQueue'
+    assert ssa.parse_warnings(['299 - "%s", 299 - "say \\"hi\\", twice"' % text, '299 - "%s"' % text]) == \
+        [text, 'say "hi", twice']
+    live = stored(cm("a"))
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/a"): (live, [text]),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (live, [text])})
+    ap = applier(server)
+    ap.apply_groups([{"objects": [cm("a")]}])
+    assert ap.warnings == [text]
