@@ -56,5 +56,10 @@ trap 'rm -rf "$stage_root"' EXIT
 stage="$stage_root/ansible_collections/gpuops/platform"
 mkdir -p "$stage"
 git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$stage"
+# The collections it depends on (kubernetes.core: its doc fragment and module_utils)
+# beside it, where ansible-test looks for them: in the same ansible_collections tree.
+for dep in "$ROOT"/collections/ansible_collections/*/; do
+  [ "$(basename "$dep")" = gpuops ] || cp -r "$dep" "$stage_root/ansible_collections/"
+done
 cd "$stage"
 ansible-test sanity --venv --requirements --color no "$@"

@@ -68,6 +68,8 @@ def test_token_reaches_the_server_and_never_the_log(tmp_path, installed_collecti
         assert len(api.requests) > 5
         # -vvv shows the module arguments: the kubeconfig path, not the token.
         assert "kubeconfig: " in result.output
+        # The objects went out through the collection's server-side apply, its arguments and results shown.
+        assert "AnsiballZ_k8s_server_side_apply.py" in result.output
 
 
 @pytest.mark.parametrize("mode", ["apply", "check"])
