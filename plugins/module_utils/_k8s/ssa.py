@@ -308,4 +308,3 @@ class Applier(object):
                 except ApiError as exc:
                     raise ApplyError("%s: %s" % (describe(obj), exc.message), results)
         return any(r["changed"] for r in results), results
-
