@@ -155,8 +155,8 @@ def _release_key(item):
 def k8s_batch_layers(queue, applied, helm=None, applysets=None, plans=None):
     """One summary entry per queued layer, from what the batch's calls returned.
 
-    ``applied`` lists the registered kubernetes.core.k8s results (namespaces,
-    CRDs, the object groups' loop); an object counts for the layer that
+    ``applied`` lists the registered k8s_server_side_apply results (namespaces,
+    the objects, the hidden objects; kubernetes.core.k8s's shape); an object counts for the layer that
     planned it. ``helm`` is the registered results of the Helm tasks (their
     loop items are the releases), ``applysets`` the registered k8s_applyset
     result (its ``sets``, by parent name) and ``plans`` the Helm decisions of
