@@ -7,6 +7,7 @@ and check mode writes nothing. The GPU Operator release needs the helm binary
 and a chart, so it is left out here.
 """
 import base64
+import collections
 import gzip
 import json
 import urllib.error
@@ -102,8 +103,15 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert api.warnings == []
 
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
+        start = len(api.requests)
         second = run(tmp_path, api, "second", collections=installed_collection)
         assert "changed=0" in recap(second), recap(second)
+        # A no-op reads each object at most once: one GET (the state before) and one server-side apply
+        # PATCH per object, whose answer is the object as stored (Server-Side Apply, API reference).
+        patched = [r[1] for r in api.requests[start:] if r[0] == "PATCH"]
+        reads = collections.Counter(r[1] for r in api.requests[start:] if r[0] == "GET")
+        assert len(patched) == len(set(patched)) == len(applies), patched
+        assert [p for p in patched if reads[p] != 1] == [], reads
         # The summary counts per layer what the server-side applies did.
         said = " ".join(second.output.split())
         assert "80 gpu_tenants: 8 objects, unchanged (objects: 8 unchanged)" in said
