@@ -38,7 +38,9 @@ class MigError(Exception):
 
     def result(self):
         """The keyword arguments of fail_json: the message and the details."""
-        return dict(self.details, msg=self.message)
+        result = {"msg": self.message}
+        result.update(self.details)
+        return result
 
 
 # "[<c>c.]<g>g.<gb>gb" as mig-parted spells a profile, then an optional "+attr[,attr]"
@@ -139,7 +141,13 @@ def profile_or_none(name):
         return None
 
 
-# --- one GPU's plan ------------------------------------------------------------
+# --- plans ---------------------------------------------------------------------
+
+ENABLED, DISABLED = "enabled", "disabled"
+# The layout key of a MIG device NVML could not name (nvml_facts records "profile": null):
+# it matches no requested profile, so a config that selects the GPU replaces it.
+UNNAMED = "unnamed"
+
 
 class MigState(collections.namedtuple("MigState", "mig layout instances")):
     """A GPU's MIG side before or after: mode, {profile: count} and the instances at their placements."""
@@ -185,6 +193,15 @@ class GpuMigPlan(object):
             "after": self.after.to_dict(),
         }
 
+    def describe(self, side):
+        """One line for diff output of ``side`` (before or after): mode and instances at their placements."""
+        state = self.before if side == "before" else self.after
+        head = "GPU %s %s: MIG %s" % (self.index, self.name or "", state.mig or "unsupported")
+        if state.mig != ENABLED:
+            return head
+        parts = ["%s@%s" % (i["profile"] or UNNAMED, "?" if i["start"] is None else i["start"]) for i in state.instances]
+        return "%s: %s" % (head, ", ".join(parts) or "no instances")
+
     @classmethod
     def from_dict(cls, data):
         """The plan from its :meth:`to_dict` form (a plan read back from a result or plan.json)."""
@@ -207,3 +224,34 @@ class GpuMigPlan(object):
 def _state(data):
     data = data or {}
     return MigState(data.get("mig"), data.get("layout") or {}, data.get("instances") or [])
+
+
+class NodeMigPlan(object):
+    """A node's plan for one config: every problem, what was noted, and each GPU's plan.
+
+    ``mig_unsupported`` is None where the facts could not be planned at all (then the
+    dict form leaves it out); ``k8s_resources`` is what the node exposes per strategy.
+    """
+
+    __slots__ = ("config", "errors", "warnings", "notes", "mig_unsupported", "gpus", "k8s_resources")
+
+    def __init__(self, config, errors, warnings, notes, mig_unsupported, gpus, k8s_resources):
+        self.config, self.errors, self.warnings, self.notes = config, errors, warnings, notes
+        self.mig_unsupported, self.gpus, self.k8s_resources = mig_unsupported, gpus, k8s_resources
+
+    @property
+    def valid(self):
+        return not self.errors
+
+    @property
+    def changed(self):
+        return self.valid and any(gp.changed for gp in self.gpus)
+
+    def to_dict(self):
+        """The plan as the module returns it and plan.json holds it (keys in this order)."""
+        out = {"config": self.config, "valid": self.valid, "errors": self.errors, "warnings": self.warnings,
+               "notes": self.notes}
+        if self.mig_unsupported is not None:
+            out["mig_unsupported"] = self.mig_unsupported
+        out.update(gpus=[gp.to_dict() for gp in self.gpus], changed=self.changed, k8s_resources=self.k8s_resources)
+        return out
