@@ -14,7 +14,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 import yaml
 
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as C
