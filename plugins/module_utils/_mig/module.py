@@ -66,12 +66,10 @@ def _result(result, changed, actions=(), reboot_reasons=()):
                 reboot_reasons=list(reboot_reasons), actions=list(actions), diff=mig_plan.diff(result))
 
 
-def _details(result, with_actions=True):
-    """The result keys a failure carries beside its message: the plan, without ``changed`` (nor ``actions``)."""
-    details = _result(result, False)
-    del details["changed"]
-    if not with_actions:
-        del details["actions"]
+def _details(result, **first):
+    """The result keys a failure carries beside its message: ``first`` (errors, actions), then the plan's, without ``changed``."""
+    details = dict(first)
+    details.update((k, v) for k, v in _result(result, False).items() if k != "changed" and k not in first)
     return details
 
 
@@ -82,7 +80,7 @@ def _planned(module, result):
     if not result.valid:
         errors = result.errors
         raise MigError("MIG config '%s' is not valid for this node (%d problem(s)); nothing was changed: %s"
-                       % (result.config, len(errors), "; ".join(errors)), errors=errors, **_details(result))
+                       % (result.config, len(errors), "; ".join(errors)), **_details(result, errors=errors))
     return result
 
 
@@ -114,7 +112,7 @@ def _apply(module, mig, result, families, reset):
             done, reason = mig.apply_gpu(gp.index, gp, families.get(gp.index),
                                          module.params["allow_reset"], module.params["clients_stopped"], reset)
         except mig_apply.MigApplyError as exc:
-            raise MigError(str(exc), actions=actions + exc.actions, **_details(result, with_actions=False))
+            raise MigError(str(exc), **_details(result, actions=actions + exc.actions))
         actions.extend(done)
         if reason:
             reasons.append(reason)
@@ -145,7 +143,7 @@ def run_live(module, entries, nvml, reset):
         problems, _verified = mig_apply.verify(checked, entries, name, rules_for, mig)
         if problems:
             raise MigError("MIG layout '%s' was applied but does not verify: %s" % (name, "; ".join(problems)),
-                           problems=problems, actions=actions, **_details(result, with_actions=False))
+                           **_details(result, problems=problems, actions=actions))
         return _result(result, bool(actions), actions, reasons)
     except nvml.NVMLError as exc:
         raise MigError("NVML call failed: %s" % exc)
