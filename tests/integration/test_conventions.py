@@ -1,4 +1,6 @@
 """Conventions every role follows, so surveys, docs and argument validation agree."""
+import re
+
 import pytest
 import yaml
 
@@ -129,3 +131,56 @@ def test_the_connection_is_defined_once():
               if "gpuops_k8s_kubeconfig" in path.read_text() or "gpuops_k8s_ca_cert" in path.read_text()]
     assert copies == [], "the connection is defined again in %s" % copies
     assert any(name for name, play in PLAYS if play.get("module_defaults"))
+
+
+# Roles orchestrate and Python decides: a Jinja expression in role YAML stays short, and has no side effect.
+JINJA_MAX_LINES = 5
+ROLE_YAML = sorted(p for role in ROLES for folder in ("tasks", "vars")
+                   for p in (ROOT / "roles" / role / folder).rglob("*.yml"))
+
+
+def _scalars(node):
+    if isinstance(node, yaml.ScalarNode):
+        yield node
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            for scalar in _scalars(item):
+                yield scalar
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            for scalar in list(_scalars(key)) + list(_scalars(value)):
+                yield scalar
+
+
+def jinja_programs(text):
+    """(line, source lines) of each Jinja expression longer than JINJA_MAX_LINES, and the lines of each `set _ =`."""
+    long_ones = []
+    for document in yaml.compose_all(text, Loader=yaml.SafeLoader):
+        for scalar in _scalars(document) if document is not None else []:
+            if "{{" not in scalar.value and "{%" not in scalar.value:
+                continue
+            source = text[scalar.start_mark.index:scalar.end_mark.index].rstrip()
+            # A block scalar's first line holds only its indicator (> or |).
+            lines = source.count("\n") + 1 - (1 if scalar.style in (">", "|") else 0)
+            if lines > JINJA_MAX_LINES:
+                long_ones.append((scalar.start_mark.line + 1, lines))
+    side_effects = [n + 1 for n, line in enumerate(text.splitlines()) if re.search(r"\{%-?\s*set\s+_\s*=", line)]
+    return long_ones, side_effects
+
+
+def test_the_program_check_finds_long_expressions_and_side_effects():
+    def task(inner_lines):
+        return "- name: x\n  ansible.builtin.debug:\n    msg: >-\n      {{ a\n" + "         b\n" * inner_lines + "         c }}\n"
+
+    assert jinja_programs(task(3)) == ([], [])             # 5 lines
+    assert jinja_programs(task(4)) == ([(3, 6)], [])       # 6 lines, the scalar starting at its indicator
+    effect = "x: >-\n  {%- set out = [] -%}\n  {%- set _ = out.append(1) -%}\n  {{ out }}\n"
+    assert jinja_programs(effect) == ([], [3])
+
+
+@pytest.mark.parametrize("path", ROLE_YAML, ids=[str(p.relative_to(ROOT)) for p in ROLE_YAML])
+def test_role_yaml_holds_no_jinja_program(path):
+    long_ones, side_effects = jinja_programs(path.read_text())
+    assert long_ones == [], "%s: Jinja expressions longer than %d lines at (line, lines) %s: move the logic into " \
+        "plugins/plugin_utils behind a filter" % (path.relative_to(ROOT), JINJA_MAX_LINES, long_ones)
+    assert side_effects == [], "%s: `set _ =` side effects at lines %s" % (path.relative_to(ROOT), side_effects)
