@@ -13,19 +13,9 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_smoke_t
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 
-def gpu_smoke_test_plan_nodes(capacity, node_plan=None):
-    """The GPU nodes of the capacity plan that the smoke tests run on."""
-    return smoke.plan_nodes(capacity, node_plan)
-
-
 def gpu_smoke_test_api_nodes(nodes):
     """The Nodes the API server lists that advertise an NVIDIA resource."""
     return smoke.api_nodes(nodes)
-
-
-def gpu_smoke_test_cuda_pods(nodes, mig_strategy, gpu_resource):
-    """One CUDA pod per node, and per MIG resource under the mixed strategy."""
-    return smoke.cuda_pods(nodes, mig_strategy, gpu_resource)
 
 
 def gpu_smoke_test_results(read, settings):
@@ -33,15 +23,25 @@ def gpu_smoke_test_results(read, settings):
     return smoke.results(read, settings)
 
 
+def gpu_smoke_test_cuda_pods(nodes, mig_strategy, gpu_resource):
+    """One CUDA pod per node, and per MIG resource under the mixed strategy."""
+    return smoke.cuda_pods(nodes, mig_strategy, gpu_resource)
+
+
 def gpu_smoke_test_summary(results):
     """The smoke tests' totals and one line per test."""
     return smoke.summary(results)
 
 
+def gpu_smoke_test_plan_nodes(capacity, node_plan=None):
+    """The GPU nodes of the capacity plan that the smoke tests run on."""
+    return smoke.plan_nodes(capacity, node_plan)
+
+
 FilterModule = filter_module(
-    gpu_smoke_test_plan_nodes,
     gpu_smoke_test_api_nodes,
-    gpu_smoke_test_cuda_pods,
     gpu_smoke_test_results,
+    gpu_smoke_test_cuda_pods,
     gpu_smoke_test_summary,
+    gpu_smoke_test_plan_nodes,
 )
