@@ -184,3 +184,13 @@ def test_role_yaml_holds_no_jinja_program(path):
     assert long_ones == [], "%s: Jinja expressions longer than %d lines at (line, lines) %s: move the logic into " \
         "plugins/plugin_utils behind a filter" % (path.relative_to(ROOT), JINJA_MAX_LINES, long_ones)
     assert side_effects == [], "%s: `set _ =` side effects at lines %s" % (path.relative_to(ROOT), side_effects)
+
+
+def test_drain_lives_in_one_role():
+    """Every role takes a node out and brings it back through gpuops.platform.node_maintenance."""
+    callers = sorted(str(p.relative_to(ROOT)) for role in ROLES if role != "node_maintenance"
+                     for p in (ROOT / "roles" / role).rglob("*.yml") if "kubernetes.core.k8s_drain" in p.read_text())
+    assert callers == [], "k8s_drain outside roles/node_maintenance: %s" % callers
+    users = sorted({p.parts[-3] for p in (ROOT / "roles").glob("*/tasks/*.yml")
+                    if "name: gpuops.platform.node_maintenance" in p.read_text()})
+    assert users == ["gpu_upgrade", "kubelet_tuning", "mig"]
