@@ -103,31 +103,16 @@ import copy
 import traceback
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import reader
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-
-try:
-    from kubernetes.dynamic.exceptions import NotFoundError, ServiceUnavailableError
-except ImportError:
-    pass  # AnsibleK8SModule fails with kubernetes.core's message
-
-
-def reader(client):
-    """``get(path, accept)`` for discovery.discover over kubernetes.core's client."""
-    def get(path, accept):
-        try:
-            return client.client.request("GET", path, header_params={"Accept": accept}, serializer=lambda c, data: data)
-        except (NotFoundError, ServiceUnavailableError) as exc:
-            raise discovery.Unavailable("GET %s: %s" % (path, exc))
-    return get
 
 
 def main():
     module = AnsibleK8SModule(argument_spec=copy.deepcopy(AUTH_ARG_SPEC), supports_check_mode=True)
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-
     try:
         found = discovery.discover(reader(get_api_client(module=module)))
     except CoreException as exc:
