@@ -159,3 +159,11 @@ def test_a_parent_of_another_tool_is_refused(api):
     result = run(api, name=SET, objects=tenant("team-a"), api_table=table(api))
     assert result["failed"] and "not of this collection" in result["msg"] and "kubectl/v1.36" in result["msg"]
     assert api.writes() == []
+
+
+def test_a_kind_that_takes_no_list_is_left_out_of_the_foreign_object_check(api):
+    """APIResource.verbs (API reference, discovery): v1 Binding takes only create, a LIST of it is 405
+    MethodNotAllowed. The table does not carry verbs, so the check takes the 405 as "nothing listable here"."""
+    result = reconcile(api, tenant("team-a"))
+    assert "Namespace team-b" in result["pruned"]
+    assert [r[1] for r in api.requests if r[1].endswith("/bindings")] == ["/api/v1/namespaces/team-b/bindings"]
