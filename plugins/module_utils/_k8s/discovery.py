@@ -70,8 +70,8 @@ def split_api_version(api_version):
 
 def _need(doc, kinds, path):
     if not isinstance(doc, dict) or doc.get("kind") not in kinds:
-        raise DiscoveryError("GET %s answered %s, not an %s" % (path, (doc or {}).get("kind") if isinstance(doc, dict)
-                                                                  else type(doc).__name__, " or ".join(kinds)))
+        what = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+        raise DiscoveryError("GET %s answered %s, not an %s" % (path, what, " or ".join(kinds)))
     return doc
 
 

@@ -41,6 +41,10 @@ def warm(api):
     del api.requests[:]
 
 
+def row_key(row):
+    return (row["group"], row["version"], row["resource"])
+
+
 def paths(api):
     return [r[1] for r in api.requests]
 
@@ -80,8 +84,7 @@ def test_a_server_without_aggregation_is_asked_each_group_version():
     # The same table as the aggregated answer gives.
     with FakeAPIServer(version="1.29") as api:
         aggregated = discover(api)
-    key = lambda row: (row["group"], row["version"], row["resource"])  # noqa: E731
-    assert sorted(legacy["api_table"], key=key) == sorted(aggregated["api_table"], key=key)
+    assert sorted(legacy["api_table"], key=row_key) == sorted(aggregated["api_table"], key=row_key)
     assert legacy["api_kinds"] == aggregated["api_kinds"] and legacy["api_resources"] == aggregated["api_resources"]
 
 

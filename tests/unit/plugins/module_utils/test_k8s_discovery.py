@@ -30,8 +30,9 @@ def aggregated_list(*groups):
     return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": list(groups)}
 
 
-CORE = aggregated_list(group("", ("v1", [("pods", "Pod", True, ("status", "log")), ("namespaces", "Namespace", False, ()),
-                                        ("endpoints", "Endpoints", True, ())])))
+CORE = aggregated_list(group("", ("v1", [("pods", "Pod", True, ("status", "log")),
+                                         ("namespaces", "Namespace", False, ()),
+                                         ("endpoints", "Endpoints", True, ())])))
 APIS = aggregated_list(
     group("apps", ("v1", [("deployments", "Deployment", True, ("scale", "status"))])),
     group("kueue.x-k8s.io", ("v1beta2", [("localqueues", "LocalQueue", True, ()), ("clusterqueues", "ClusterQueue", False, ())]),
@@ -113,6 +114,10 @@ LEGACY = {
 }
 
 
+def row_key(row):
+    return (row["group"], row["version"], row["resource"])
+
+
 def test_a_server_without_aggregation_is_read_group_version_by_group_version():
     get, asked = server(LEGACY, unavailable=["/apis/visibility.kueue.x-k8s.io/v1beta1"])
     found = d.discover(get)
@@ -122,8 +127,7 @@ def test_a_server_without_aggregation_is_read_group_version_by_group_version():
     assert found["stale"] == ["visibility.kueue.x-k8s.io/v1beta1"]
     # The same table as the aggregated documents give.
     aggregated = d.discover(server({"/version": LEGACY["/version"], "/api": CORE, "/apis": APIS})[0])["table"]
-    key = lambda r: (r["group"], r["version"], r["resource"])  # noqa: E731
-    assert sorted(found["table"], key=key) == sorted(aggregated, key=key)
+    assert sorted(found["table"], key=row_key) == sorted(aggregated, key=row_key)
 
 
 def test_one_aggregated_answer_and_one_plain_answer_are_both_read():
