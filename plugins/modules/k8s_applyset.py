@@ -80,7 +80,8 @@ options:
         of the C(gpuops.platform.k8s_apply) role). Every resource is looked up there, so this module makes no
         discovery call.
       - Empty or not given, the module reads it itself first (C(GET /api) and C(GET /apis) where the server
-        aggregates discovery).
+        aggregates discovery); so it does, once, when a kind it has to list is missing from the table (a CRD
+        established after the table was read).
     type: list
     elements: dict
     default: []
@@ -190,7 +191,7 @@ import copy
 import traceback
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api, reader
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.reconcile import ApplySetError, reconcile, sets_of, summary
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -224,9 +225,8 @@ def main():
     sets = []
     try:
         sets = sets_of(params)
-        client = get_api_client(module=module)
-        table = discovery.check_table(params["api_table"]) or discovery.discover(reader(client), version=False)["table"]
-        results = reconcile(Api(client, table), sets, params["namespace"], prune=params["prune"],
+        api = Api(get_api_client(module=module), discovery.check_table(params["api_table"]))
+        results = reconcile(api, sets, params["namespace"], prune=params["prune"],
                             prune_namespaces_with_foreign_objects=params["prune_namespaces_with_foreign_objects"],
                             field_manager=params["field_manager"], check_mode=module.check_mode)
     except (ApplySetError, discovery.DiscoveryError) as exc:

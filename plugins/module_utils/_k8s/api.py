@@ -42,13 +42,24 @@ def reader(client):
 class Api(object):
     """List, get, delete and server-side apply by table rows, over kubernetes.core's client (K8SClient)."""
 
-    def __init__(self, client, table):
+    def __init__(self, client, table=None):
+        """``table``: the served API table read earlier in the run; without one, it is read now (discovery.discover).
+        A kind missing from a given table (a CRD established since) reads the table again, once."""
+        self._read = reader(client)
         self._client = client.client  # kubernetes.dynamic's DynamicClient: requests by path, no lookups
-        self.table = table
+        self._fresh = not table
+        self.table = table or self._discover()
+
+    def _discover(self):
+        return discovery.discover(self._read, version=False)["table"]
 
     def row(self, group, kind, version=None):
         """The table row of ``kind`` in ``group`` (see discovery.find); None when not served."""
-        return discovery.find(self.table, group, kind, version)
+        found = discovery.find(self.table, group, kind, version)
+        if found is None and not self._fresh:
+            self._fresh, self.table = True, self._discover()
+            found = discovery.find(self.table, group, kind, version)
+        return found
 
     def _request(self, method, path, **params):
         return self._client.request(method, path, serializer=_raw, **params)

@@ -167,3 +167,13 @@ def test_a_kind_that_takes_no_list_is_left_out_of_the_foreign_object_check(api):
     result = reconcile(api, tenant("team-a"))
     assert "Namespace team-b" in result["pruned"]
     assert [r[1] for r in api.requests if r[1].endswith("/bindings")] == ["/api/v1/namespaces/team-b/bindings"]
+
+
+def test_a_kind_missing_from_the_table_reads_it_again_once(api):
+    """A custom resource is served once its CRD is Established (CustomResourceDefinition, API reference): a table read
+    before then lacks its kind, so the module reads the table again, once, and finds the members of that kind."""
+    rows = [r for r in table(api) if r["group"] != "kueue.x-k8s.io"]
+    del api.requests[:]
+    result = run(api, name=SET, objects=tenant("team-a"), api_table=rows)
+    assert "LocalQueue.kueue.x-k8s.io team-b/default" in result["pruned"] and result["unlisted_group_kinds"] == []
+    assert [r[1] for r in api.requests if r[1] in DISCOVERY] == ["/api", "/apis"]
