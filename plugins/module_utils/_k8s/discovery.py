@@ -206,11 +206,10 @@ def find(table, group, kind, version=None):
 
 
 def preferred_namespaced(table):
-    """One row per namespaced kind, at its group's preferred version (kinds served only at other versions:
-    the first version listed)."""
+    """One row per namespaced kind of each group's preferred version (older versions may be deprecated)."""
     out, seen = [], set()
-    for row in sorted(table or [], key=lambda e: not e["preferred"]):
-        if row["namespaced"] and (row["group"], row["kind"]) not in seen:
+    for row in table or []:
+        if row["preferred"] and row["namespaced"] and (row["group"], row["kind"]) not in seen:
             seen.add((row["group"], row["kind"]))
             out.append(row)
     return out

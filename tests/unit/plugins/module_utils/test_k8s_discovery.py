@@ -159,6 +159,8 @@ def test_lookups_prefer_the_asked_then_the_preferred_version():
     assert d.find(table, "kueue.x-k8s.io", "LocalQueue", "v1beta1")["version"] == "v1beta1"
     assert d.find(table, "kueue.x-k8s.io", "LocalQueue", "v1alpha1")["version"] == "v1beta2"
     assert d.find(table, "", "ConfigMap") is None
+    # A kind of an older version only is not listed there: older versions may be deprecated.
+    table.append(d.entry("kueue.x-k8s.io", "v1beta1", "OldQueue", "oldqueues", True, False))
     assert [(r["group"], r["kind"], r["version"]) for r in d.preferred_namespaced(table)] == [
         ("apps", "Deployment", "v1"), ("kueue.x-k8s.io", "LocalQueue", "v1beta2"), ("", "Pod", "v1"), ("", "Endpoints", "v1")]
     queue = d.find(table, "kueue.x-k8s.io", "LocalQueue")
