@@ -104,8 +104,9 @@ MISSING = object()
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 
-def _verbs(group, version, plural):
-    return ["create"] if ("%s/%s" % (group, version) if group else version, plural) in CREATE_ONLY else VERBS
+def _verbs(gv, plural):
+    """A resource's discovery verbs."""
+    return ["create"] if (gv, plural) in CREATE_ONLY else VERBS
 
 
 def _version_key(version):
@@ -393,7 +394,7 @@ class FakeAPIServer:
                 {"version": v, "freshness": "Current", "resources": [
                     {"resource": p, "responseKind": {"group": group, "version": v, "kind": k},
                      "scope": "Namespaced" if n else "Cluster", "singularResource": k.lower(),
-                     "verbs": _verbs(group, v, p)}
+                     "verbs": _verbs("%s/%s" % (group, v) if group else v, p)}
                     for p, k, n in self._resources("%s/%s" % (group, v) if group else v)]}
                 for v in sorted(versions, key=_version_key, reverse=True)]})
         return 200, {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
@@ -421,7 +422,7 @@ class FakeAPIServer:
         gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):]
         if gv in served:
             return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
-                {"name": p, "singularName": k.lower(), "namespaced": n, "kind": k, "verbs": _verbs(*(gv.rpartition("/")[::2] + (p,)))}
+                {"name": p, "singularName": k.lower(), "namespaced": n, "kind": k, "verbs": _verbs(gv, p)}
                 for p, k, n in self._resources(gv)]}
         return None
 
