@@ -56,5 +56,9 @@ trap 'rm -rf "$stage_root"' EXIT
 stage="$stage_root/ansible_collections/gpuops/platform"
 mkdir -p "$stage"
 git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$stage"
+# The collections it depends on, beside it, where ansible-test finds them (the
+# modules use kubernetes.core's connection options, doc fragment and client).
+mkdir -p "$stage_root/ansible_collections/kubernetes"
+cp -r "$ROOT/collections/ansible_collections/kubernetes/core" "$stage_root/ansible_collections/kubernetes/core"
 cd "$stage"
 ansible-test sanity --venv --requirements --color no "$@"
