@@ -56,10 +56,9 @@ trap 'rm -rf "$stage_root"' EXIT
 stage="$stage_root/ansible_collections/gpuops/platform"
 mkdir -p "$stage"
 git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$stage"
-# The collections it depends on (kubernetes.core: its doc fragment and module_utils)
-# beside it, where ansible-test looks for them: in the same ansible_collections tree.
-for dep in "$ROOT"/collections/ansible_collections/*/; do
-  [ "$(basename "$dep")" = gpuops ] || cp -r "$dep" "$stage_root/ansible_collections/"
-done
+# The collections it depends on, beside it, where ansible-test finds them (the
+# modules use kubernetes.core's connection options, doc fragment and client).
+mkdir -p "$stage_root/ansible_collections/kubernetes"
+cp -r "$ROOT/collections/ansible_collections/kubernetes/core" "$stage_root/ansible_collections/kubernetes/core"
 cd "$stage"
 ansible-test sanity --venv --requirements --color no "$@"

@@ -24,6 +24,7 @@ import yaml  # a dependency of ansible-core itself
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 # Within one scope, the kinds that others depend on come first. No library gives
@@ -188,38 +189,42 @@ def k8s_yaml(value):
                                sort_keys=True, allow_unicode=True, width=1000)
 
 
-def _cluster_apis(apis, name):
-    """``(group_version, resources)`` of kubernetes.core.k8s_cluster_info's ``apis`` mapping, checked once."""
+def _api_table(apis, name):
+    """The served API table (module_utils/_k8s/discovery.py) of gpuops.platform.k8s_discovery's ``api_table``, or of
+    kubernetes.core.k8s_cluster_info's ``apis`` mapping (``{group/version: {Kind: {name, namespaced, preferred}}}``)."""
+    expects = "%s expects the api_table of gpuops.platform.k8s_discovery or the apis mapping returned by " \
+        "kubernetes.core.k8s_cluster_info" % name
     if not apis:
         return []
+    if isinstance(apis, list):
+        try:
+            return discovery.check_table(apis)
+        except discovery.DiscoveryError as exc:
+            raise AnsibleFilterError("%s: %s" % (expects, exc))
     if not isinstance(apis, Mapping):
-        raise AnsibleFilterError("%s expects the apis mapping returned by kubernetes.core.k8s_cluster_info" % name)
-    return [(to_text(group_version), resources or {}) for group_version, resources in apis.items()]
+        raise AnsibleFilterError(expects)
+    table = []
+    for api_version, resources in apis.items():
+        group, version = discovery.split_api_version(to_text(api_version))
+        for kind, info in (resources or {}).items():
+            info = info if isinstance(info, Mapping) else {}
+            table.append(discovery.entry(group, version, to_text(kind), to_text(info.get("name") or ""),
+                                         info.get("namespaced"), info.get("preferred")))
+    return table
 
 
 def k8s_api_kinds(apis):
-    """Flatten kubernetes.core.k8s_cluster_info ``apis`` into sorted ``apiVersion/Kind`` strings."""
-    kinds = set()
-    for group_version, resources in _cluster_apis(apis, "k8s_api_kinds"):
-        for kind in resources:
-            kinds.add("%s/%s" % (to_text(group_version), to_text(kind)))
-    return sorted(kinds)
+    """Sorted ``apiVersion/Kind`` strings of the served APIs (k8s_discovery's api_table or k8s_cluster_info's apis)."""
+    return discovery.api_kinds(_api_table(apis, "k8s_api_kinds"))
 
 
 def k8s_api_resources(apis):
-    """Flatten kubernetes.core.k8s_cluster_info ``apis`` into sorted ``<plural>.<group>`` names (a CRD's name).
+    """Sorted ``<plural>.<group>`` names (a CRD's name) of the served APIs (as k8s_api_kinds takes them).
 
     A custom resource is served only once its CRD is Established, so a CRD
     whose name is here needs no wait.
     """
-    names = set()
-    for group_version, resources in _cluster_apis(apis, "k8s_api_resources"):
-        group = group_version.rpartition("/")[0]
-        for kind, info in resources.items():
-            plural = (info or {}).get("name") if isinstance(info, Mapping) else None
-            if group and plural and "/" not in plural:  # subresources (pods/log) are not CRDs
-                names.add("%s.%s" % (to_text(plural), group))
-    return sorted(names)
+    return discovery.api_resources(_api_table(apis, "k8s_api_resources"))
 
 
 def _taint_key(taint):

@@ -224,10 +224,11 @@ actions:
   sample: ["GPU 0: destroyed 1g.10gb at 4 (GPU instance 11)", "GPU 0: created 3g.40gb at 4"]
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as mig_apply
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import module as mig_module
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.model import MigError
 
 try:
     import pynvml
@@ -267,12 +268,11 @@ def main():
         required_one_of=[("config", "config_file")],
         supports_check_mode=True,
     )
-    entries, facts = mig_module.read_inputs(module)
-    if facts is not None:
-        mig_module.run_offline(module, facts, entries)
-    if not HAS_PYNVML:
-        module.fail_json(msg=missing_required_lib("nvidia-ml-py"), exception=str(PYNVML_IMPORT_ERROR))
-    mig_module.run_live(module, entries, pynvml, nvidia_smi_reset(module))
+    try:
+        result = mig_module.run(module, pynvml if HAS_PYNVML else None, nvidia_smi_reset(module), PYNVML_IMPORT_ERROR)
+    except MigError as exc:
+        module.fail_json(**exc.result())
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -302,15 +302,14 @@ class _MigPlanner(object):
                 for g in facts.get("gpus") or []]
         memo = json.dumps([key, name, facts.get("present"), facts.get("reason"), gpus], sort_keys=True, default=str)
         if memo not in self._plans:
-            result = mig_plan.plan(facts, entries, name, offline=True)
+            result = mig_plan.plan_node(facts, entries, name, offline=True)
             self._plans[memo] = {
-                "config": name, "valid": result["valid"], "errors": result["errors"],
-                "warnings": result["warnings"], "mig_unsupported": result["mig_unsupported"], "changed": result["changed"],
-                "gpus": [{"index": gp["index"], "name": gp["name"], "changed": gp["changed"],
-                          "reset_required": gp["reset_required"],
-                          "before": mig_plan.describe(gp, "before"), "after": mig_plan.describe(gp, "after")}
-                         for gp in result["gpus"]],
-                "k8s_resources": result["k8s_resources"]}
+                "config": name, "valid": result.valid, "errors": result.errors,
+                "warnings": result.warnings, "mig_unsupported": result.mig_unsupported, "changed": result.changed,
+                "gpus": [{"index": gp.index, "name": gp.name, "changed": gp.changed, "reset_required": gp.reset_required,
+                          "before": gp.describe("before"), "after": gp.describe("after")}
+                         for gp in result.gpus],
+                "k8s_resources": result.k8s_resources}
         return self._plans[memo]
 
 

@@ -43,6 +43,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import module as mig_module  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.model import MigError  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._node import dcgm_diag  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan  # noqa: E402
@@ -159,16 +160,6 @@ def docker_daemon_json(data):
 # MIG and recorded facts
 # ---------------------------------------------------------------------------
 
-class _Module(object):
-    """What read_document needs of AnsibleModule: fail_json that stops, with the message."""
-
-    class Failed(Exception):
-        pass
-
-    def fail_json(self, msg, **_kwargs):
-        raise self.Failed(msg)
-
-
 _SCRATCH = []
 
 
@@ -194,7 +185,7 @@ def _fixture_facts(name):
 def mig_parted_config(data):
     """A mig-parted file as nvidia_mig reads it, every config selected and planned for an H100 and H200 node."""
     path = _scratch_file("mig-config.yaml", data)
-    document = mig_module.read_document(_Module(), path, "config_file")
+    document = mig_module.read_document(path, "config_file")
     parsed = mig_config.parse(document)
     plans = []
     for name in sorted(set(parsed) | set(parsed.invalid)):
@@ -320,7 +311,7 @@ TARGETS = {
                       ["container_runtime/containerd-2.*.toml"]),
     "crio": (crio_config, (cr_base.ConfigError,), (CRIO, CRIO_DROP_IN), ["container_runtime/crio.conf"]),
     "docker": (docker_daemon_json, (cr_base.ConfigError,), (DOCKER,), ["container_runtime/daemon.json"]),
-    "mig_parted": (mig_parted_config, (mig_config.MigConfigError, _Module.Failed), ("config_file", "config '", "top-level key", "mig-configs", "'version'"),
+    "mig_parted": (mig_parted_config, (MigError,), ("config_file", "config '", "top-level key", "mig-configs", "'version'"),
                    ["@mig-parted/*.yaml"]),
     "nvml_replay": (nvml_replay, (nvml.ReplayError,), ("facts_file",), ["nvml/*.json", "hardware/*/*.json"]),
     "fleet_facts": (fleet_facts, (), (), ["nvml/*.json", "hardware/*/*.json"]),

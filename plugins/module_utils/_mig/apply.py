@@ -22,6 +22,7 @@ import ctypes
 
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.model import ENABLED, GpuMigPlan, MigError
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml.collect import nvml_text
 
 # GPU instance ids are small (the driver hands out 1-14 on 7-slice GPUs) and compute
@@ -31,16 +32,19 @@ MAX_COMPUTE_INSTANCE_ID = 8
 MAX_PLACEMENTS = 16
 
 
-class MigApplyError(Exception):
+class MigApplyError(MigError):
     """A change could not be made; ``actions`` lists what was done before it failed."""
 
     def __init__(self, message, actions=None):
-        super(MigApplyError, self).__init__(message)
         self.actions = list(actions or [])
+        super(MigApplyError, self).__init__(message, actions=self.actions)
 
 
-class ResetBlocked(Exception):
-    """The GPU reset was refused (clients still hold the GPU, or reset is not possible)."""
+class ResetBlocked(MigError):
+    """The GPU reset was refused (clients still hold the GPU, or reset is not possible).
+
+    apply_gpu turns it into a reboot reason: it never ends the module by itself.
+    """
 
 
 # nvmlErrorString texts of the codes MIG changes meet, for when the library cannot be asked
@@ -223,10 +227,14 @@ class NvmlMig(object):
         actions.append("GPU %s: created %s at %d" % (index, item["profile"], item["start"]))
 
     def apply_gpu(self, index, gpu_plan, family, allow_reset, clients_stopped, reset):
-        """Apply one GPU's plan. Returns (actions, reboot reason or None)."""
+        """Apply one GPU's plan (a GpuMigPlan or its dict form). Returns (actions, reboot reason or None).
+
+        ``reset(index, plan dict)`` resets the GPU, or raises ResetBlocked.
+        """
         nvml = self.nvml
+        gpu_plan = GpuMigPlan.of(gpu_plan)
         actions = []
-        if not gpu_plan["changed"]:
+        if not gpu_plan.changed:
             return actions, None
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         pids = self.processes(handle)
@@ -235,13 +243,13 @@ class NvmlMig(object):
                 "GPU %s runs %d compute process(es) (pid %s); MIG changes would break them. Drain the node and "
                 "stop the GPU clients, then run with clients_stopped=true"
                 % (index, len(pids), ", ".join(str(p) for p in pids)))
-        wanted = gpu_plan["mode"]["wanted"]
-        if gpu_plan["destroy"]:
+        wanted = gpu_plan.wanted_mode
+        if gpu_plan.destroy:
             instances = self.gpu_instances(handle)
-            for item in gpu_plan["destroy"]:
+            for item in gpu_plan.destroy:
                 self._destroy(handle, item["gpu_instance_id"], instances, actions, index)
-        if gpu_plan["set_mode"]:
-            mode = nvml.NVML_DEVICE_MIG_ENABLE if wanted == "enabled" else nvml.NVML_DEVICE_MIG_DISABLE
+        if gpu_plan.set_mode:
+            mode = nvml.NVML_DEVICE_MIG_ENABLE if wanted == ENABLED else nvml.NVML_DEVICE_MIG_DISABLE
             try:
                 nvml.nvmlDeviceSetMigMode(handle, mode)
             except nvml.NVMLError as exc:
@@ -253,7 +261,7 @@ class NvmlMig(object):
             if not allow_reset:
                 return actions, why + " (allow_reset is false); reboot the node"
             try:
-                reset(index, gpu_plan)
+                reset(index, gpu_plan.to_dict())
             except ResetBlocked as exc:
                 return actions, "%s, and the reset was refused: %s; reboot the node" % (why, exc)
             actions.append("GPU %s: reset to activate MIG mode %s" % (index, wanted))
@@ -261,8 +269,8 @@ class NvmlMig(object):
             current, _pending = self.mig_mode(handle)
             if current != wanted:
                 return actions, "%s; it is still %s after the reset; reboot the node" % (why, current)
-        if wanted == "enabled":
-            create = gpu_plan["create"]
+        if wanted == ENABLED:
+            create = gpu_plan.create
             if family is None or family.source != "nvml":
                 # planned from the table while MIG was off: NVML lists profiles only now
                 family, create = self._live_creates(handle, gpu_plan, family, actions, index)
@@ -275,12 +283,12 @@ class NvmlMig(object):
         live = self.rules(handle, family.name if family is not None else "GPU %s" % index)
         if live is None:
             raise MigApplyError("GPU %s: NVML lists no MIG profiles although MIG mode is enabled" % index, actions)
-        layout = dict(gpu_plan["after"]["layout"])
+        layout = dict(gpu_plan.after.layout)
         problems = mig_profiles.check_layout(live, layout)
         if problems:
             raise MigApplyError("GPU %s: the driver's MIG rules reject the layout: %s" % (index, "; ".join(problems)),
                                 actions)
-        kept = [(i["profile"], i["start"]) for i in gpu_plan["keep"]]
+        kept = [(i["profile"], i["start"]) for i in gpu_plan.keep]
         for name, _start in kept:
             layout[name] -= 1
         placed = mig_profiles.find_placements(live, dict((k, v) for k, v in layout.items() if v > 0), kept)
@@ -291,14 +299,13 @@ class NvmlMig(object):
 
 
 def verify(facts, entries, config_name, rules_for, mig):
-    """Problems left after applying: the layout differs, or MIG devices are missing."""
+    """Problems left after applying: the layout differs, or MIG devices are missing. Returns (problems, NodeMigPlan)."""
     problems = []
-    result = mig_plan.plan(facts, entries, config_name, rules_for=rules_for, offline=False)
-    problems.extend(result["errors"])
-    for gp in result["gpus"]:
-        if gp["changed"]:
-            problems.append("GPU %s: expected %s, found %s" % (gp["index"], mig_plan.describe(gp, "after"),
-                                                               mig_plan.describe(gp, "before")))
+    result = mig_plan.plan_node(facts, entries, config_name, rules_for=rules_for, offline=False)
+    problems.extend(result.errors)
+    for gp in result.gpus:
+        if gp.changed:
+            problems.append("GPU %s: expected %s, found %s" % (gp.index, gp.describe("after"), gp.describe("before")))
     for gpu in facts["gpus"]:
         missing = [d for d in gpu["mig"]["devices"] if not d.get("uuid")]
         if missing:

@@ -30,19 +30,19 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.model import MigError, parse_profile
 
 TOP_KEYS = ("version", "mig-configs")
 ENTRY_KEYS = ("devices", "device-filter", "mig-enabled", "mig-devices")
 DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{8}$")
 
 
-class MigConfigError(Exception):
+class MigConfigError(MigError):
     """The configuration is not valid; ``problems`` lists every finding."""
 
     def __init__(self, problems):
         self.problems = list(problems)
-        super(MigConfigError, self).__init__("; ".join(self.problems))
+        super(MigConfigError, self).__init__("; ".join(self.problems), errors=self.problems)
 
 
 class ParsedConfigs(dict):
@@ -138,8 +138,8 @@ def _parse_entry(config_name, position, raw, problems):
     elif isinstance(raw_devices, dict):
         for profile, count in raw_devices.items():
             try:
-                mig_profiles.parse_profile_name(profile)
-            except ValueError as exc:
+                parse_profile(profile, gpu_instance=True)
+            except MigError as exc:
                 problems.append("%s: %s" % (where, exc))
                 continue
             if not _is_int(count) or count < 0:

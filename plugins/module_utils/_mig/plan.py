@@ -17,19 +17,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import profiles as mig_profiles
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.model import (
+    DISABLED, ENABLED, UNNAMED, GpuMigPlan, MigState, NodeMigPlan)
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml_facts
-
-ENABLED, DISABLED = "enabled", "disabled"
 
 
 def table_rules(gpu):
     """Rules for a GPU from the built-in table (by PCI device id)."""
     return mig_profiles.family_for((gpu.get("pci") or {}).get("device_id"))
-
-
-# The layout key of a MIG device NVML could not name (nvml_facts records "profile": null):
-# it matches no requested profile, so a config that selects the GPU replaces it.
-UNNAMED = "unnamed"
 
 
 def _order(value):
@@ -91,35 +86,25 @@ def _public(inst):
 
 
 def plan_gpu(gpu, entry, family, config_name, offline, notes=None):
-    """Plan one GPU. Returns (plan dict, problems); ``notes`` collects what was skipped and why."""
+    """Plan one GPU. Returns (GpuMigPlan, problems); ``notes`` collects what was skipped and why."""
     mig = gpu.get("mig") or {}
     supported = bool(mig.get("supported"))
     current = mig.get("current_mode") if supported else None
     pending = mig.get("pending_mode") if supported else None
     existing = _existing(gpu) if current == ENABLED else []
-    plan = {
-        "index": gpu.get("index"), "uuid": gpu.get("uuid"), "name": gpu.get("name"),
-        "device_id": (gpu.get("pci") or {}).get("device_id"),
-        "family": family.name if family is not None else None,
-        "rules": family.source if family is not None else None,
-        "entry": entry.position if entry is not None else None,
-        "mig_supported": supported,
-        "mode": {"current": current, "pending": pending, "wanted": None},
-        "set_mode": False, "reset_required": False,
-        "before": {"mig": current, "layout": _counts(existing), "instances": [_public(i) for i in existing]},
-        "keep": [], "destroy": [], "create": [], "changed": False,
-    }
-    plan["after"] = dict(plan["before"])
+    plan = GpuMigPlan(
+        gpu.get("index"), gpu.get("uuid"), gpu.get("name"), (gpu.get("pci") or {}).get("device_id"),
+        family.name if family is not None else None, family.source if family is not None else None,
+        entry.position if entry is not None else None, supported, current, pending,
+        MigState(current, _counts(existing), [_public(i) for i in existing]))
     if entry is None:
         return plan, []
 
     where = "config '%s' entry %d, %s" % (config_name, entry.position, _label(gpu, family))
     wanted = ENABLED if entry.mig_enabled else DISABLED
-    plan["mode"]["wanted"] = wanted
     if not supported:
         # mig-parted: a GPU without MIG is skipped when selected by "devices: all" or
         # when the entry disables MIG; only an explicit index that enables MIG fails.
-        plan["mode"]["wanted"] = None
         if entry.mig_enabled and entry.devices != "all":
             return plan, ["%s: MIG is not supported on this GPU, but the entry enables it for GPU index %s"
                           % (where, gpu.get("index"))]
@@ -127,25 +112,26 @@ def plan_gpu(gpu, entry, family, config_name, offline, notes=None):
             notes.append("%s: skipped, the GPU does not support MIG" % where)
         return plan, []
 
+    plan.wanted_mode = wanted
     problems = []
     if entry.mig_enabled:
         if family is None:
             if offline:
                 why = ("device id %s is not in the MIG profile table and NVML is not available (replayed "
                        "facts), so its layout cannot be validated offline; plan against the live node"
-                       % plan["device_id"])
+                       % plan.device_id)
             else:
                 why = ("device id %s is not in the MIG profile table and NVML lists its MIG profiles only while "
                        "MIG mode is enabled; apply a config that enables MIG with no mig-devices first, then "
-                       "this layout" % plan["device_id"]) if current != ENABLED else (
-                    "NVML reports no MIG GPU instance profiles for device id %s" % plan["device_id"])
+                       "this layout" % plan.device_id) if current != ENABLED else (
+                    "NVML reports no MIG GPU instance profiles for device id %s" % plan.device_id)
             return plan, ["%s: %s" % (where, why)]
         problems = ["%s: %s" % (where, p) for p in mig_profiles.check_layout(family, entry.mig_devices)]
         if problems:
             return plan, problems
 
-    plan["set_mode"] = pending != wanted
-    plan["reset_required"] = current != wanted
+    plan.set_mode = pending != wanted
+    plan.reset_required = current != wanted
     destroy, keep, create = [], [], []
     if wanted == DISABLED:
         destroy = existing
@@ -159,34 +145,33 @@ def plan_gpu(gpu, entry, family, config_name, offline, notes=None):
         keep = [i for i in existing if i["gpu_instance_id"] in kept_ids]
         destroy = [i for i in existing if i["gpu_instance_id"] not in kept_ids]
         create = [{"profile": n, "start": s, "size": family.profiles[n].memory_slices} for n, s in placed or []]
-    plan["keep"] = [_public(i) for i in keep]
-    plan["destroy"] = [_public(i) for i in destroy]
-    plan["create"] = create
+    plan.keep = [_public(i) for i in keep]
+    plan.destroy = [_public(i) for i in destroy]
+    plan.create = create
     created = [dict((k, c[k]) for k in ("profile", "start", "size")) for c in create]
     after_instances = sorted([_public(i) for i in keep] + created,
                              key=lambda i: (_order(i["start"]), i["profile"] or ""))
-    plan["after"] = {"mig": wanted, "layout": _counts(after_instances) if wanted == ENABLED else {},
-                     "instances": after_instances if wanted == ENABLED else []}
-    plan["changed"] = bool(plan["set_mode"] or plan["reset_required"] or destroy or create)
+    plan.after = MigState(wanted, _counts(after_instances) if wanted == ENABLED else {},
+                          after_instances if wanted == ENABLED else [])
     return plan, problems
 
 
 def k8s_resources(gpu_plans):
-    """What the node exposes to Kubernetes under each MIG strategy of the device plugin."""
+    """What the node exposes to Kubernetes under each MIG strategy of the device plugin (GpuMigPlans or their dict form)."""
     mixed = {}
     profiles = set()
     mig_gpus = whole_gpus = 0
     single_count = 0
     empty, unnamed = [], []
-    for gp in gpu_plans:
-        after = gp["after"]
-        if after["mig"] == ENABLED:
+    for gp in (GpuMigPlan.of(gp) for gp in gpu_plans):
+        after = gp.after
+        if after.mig == ENABLED:
             mig_gpus += 1
-            if not after["instances"]:
-                empty.append(gp["index"])
-            for inst in after["instances"]:
+            if not after.instances:
+                empty.append(gp.index)
+            for inst in after.instances:
                 if inst["profile"] is None:
-                    unnamed.append(gp["index"])
+                    unnamed.append(gp.index)
                     continue
                 key = mig_profiles.mig_resource_name(inst["profile"])
                 mixed[key] = mixed.get(key, 0) + 1
@@ -216,21 +201,25 @@ def k8s_resources(gpu_plans):
 
 
 def plan(facts, entries, config_name, rules_for=table_rules, offline=True):
+    """:func:`plan_node`'s plan in its dict form, as module results and plan.json give it."""
+    return plan_node(facts, entries, config_name, rules_for=rules_for, offline=offline).to_dict()
+
+
+def plan_node(facts, entries, config_name, rules_for=table_rules, offline=True):
     """Validate and plan config ``config_name`` (its parsed ``entries``) for the node in ``facts``.
 
-    Returns a dict with ``valid``, ``errors`` (every problem, each naming the config,
+    Returns a NodeMigPlan with ``valid``, ``errors`` (every problem, each naming the config,
     entry, GPU index, model and profile), ``warnings``, ``notes`` (GPUs skipped
     because they lack MIG, entries that select no GPU), ``mig_unsupported`` (MIG asked
     of a node where no GPU can do it, also a warning), ``gpus`` (per-GPU plans),
-    ``changed``, ``reboot_required`` (unknown until apply; False here) and ``k8s_resources``.
+    ``changed`` and ``k8s_resources``.
     """
     errors, warnings, notes, gpu_plans = [], [], [], []
     shape = nvml_facts.check_facts(facts, check_count=False)
     if shape:
         # Never plan from facts of the wrong shape: say what is wrong with them instead.
         errors.append("the GPU facts are not nvml_facts output (%d problem(s)): %s" % (len(shape), "; ".join(shape)))
-        return {"config": config_name, "valid": False, "errors": errors, "warnings": warnings, "notes": notes,
-                "gpus": [], "changed": False, "k8s_resources": k8s_resources([])}
+        return NodeMigPlan(config_name, errors, warnings, notes, None, [], k8s_resources([]))
     gpus = sorted(facts.get("gpus") or [], key=lambda g: g.get("index", 0))
     if not facts.get("present", bool(gpus)):
         errors.append("no NVIDIA GPU to configure: %s" % (facts.get("reason") or "NVML reports no GPU"))
@@ -267,17 +256,7 @@ def plan(facts, entries, config_name, rules_for=table_rules, offline=True):
     mig_unsupported = _mig_unsupported(gpus, [e for e in entries if e.position in used], config_name)
     if mig_unsupported:
         warnings.append(mig_unsupported)
-    return {
-        "config": config_name,
-        "valid": not errors,
-        "errors": errors,
-        "warnings": warnings,
-        "notes": notes,
-        "mig_unsupported": bool(mig_unsupported),
-        "gpus": gpu_plans,
-        "changed": not errors and any(gp["changed"] for gp in gpu_plans),
-        "k8s_resources": k8s_resources(gpu_plans),
-    }
+    return NodeMigPlan(config_name, errors, warnings, notes, bool(mig_unsupported), gpu_plans, k8s_resources(gpu_plans))
 
 
 def _mig_unsupported(gpus, chosen, config_name):
@@ -300,17 +279,14 @@ def _mig_unsupported(gpus, chosen, config_name):
 
 
 def describe(gpu_plan, side):
-    """One line per GPU for diff output: mode and instances at their placements."""
-    state = gpu_plan[side]
-    head = "GPU %s %s: MIG %s" % (gpu_plan["index"], gpu_plan.get("name") or "", state["mig"] or "unsupported")
-    if state["mig"] != ENABLED:
-        return head
-    parts = ["%s@%s" % (i["profile"] or UNNAMED, "?" if i["start"] is None else i["start"]) for i in state["instances"]]
-    return "%s: %s" % (head, ", ".join(parts) or "no instances")
+    """One line per GPU for diff output (a GpuMigPlan or its dict form): mode and instances at their placements."""
+    return GpuMigPlan.of(gpu_plan).describe(side)
 
 
 def diff(result):
+    """The before and after of a node's plan (a NodeMigPlan or its dict form), one line per GPU."""
+    gpus = result.gpus if isinstance(result, NodeMigPlan) else result["gpus"]
     return {
-        "before": "\n".join(describe(gp, "before") for gp in result["gpus"]) + "\n",
-        "after": "\n".join(describe(gp, "after") for gp in result["gpus"]) + "\n",
+        "before": "\n".join(describe(gp, "before") for gp in gpus) + "\n",
+        "after": "\n".join(describe(gp, "after") for gp in gpus) + "\n",
     }

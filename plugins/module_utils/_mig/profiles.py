@@ -17,7 +17,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import itertools
-import re
+
+from ansible_collections.gpuops.platform.plugins.module_utils._mig.model import (
+    MigError, parse_profile, profile_or_none, sub_profile_message)
 
 # NVML GPU instance / compute instance profile ids (nvml.h, NVML_GPU_INSTANCE_PROFILE_*).
 GI_1_SLICE, GI_2_SLICE, GI_3_SLICE, GI_4_SLICE, GI_7_SLICE = 0x0, 0x1, 0x2, 0x3, 0x4
@@ -33,16 +35,6 @@ GI_SUFFIX = {GI_1_SLICE_REV1: "+me", GI_2_SLICE_REV1: "+me", GI_1_SLICE_ALL_ME: 
 CI_1_SLICE, CI_2_SLICE, CI_3_SLICE, CI_4_SLICE, CI_7_SLICE = 0x0, 0x1, 0x2, 0x3, 0x4
 GI_PROFILE_IDS = tuple(range(0x12))  # NVML_GPU_INSTANCE_PROFILE_COUNT in nvml.h 12.x
 CI_PROFILE_BY_SLICES = {1: CI_1_SLICE, 2: CI_2_SLICE, 3: CI_3_SLICE, 4: CI_4_SLICE, 7: CI_7_SLICE}
-
-# "<g>g.<gb>gb" with an optional "+attr[,attr]" or "-attr" suffix, as mig-parted
-# (go-nvlib) spells profiles: +me (media extensions, the *_REV1 ids), +me.all (all
-# media engines, *_ALL_ME), -me (no media engine, *_NO_ME), +gfx (graphics, *_GFX).
-PROFILE_NAME = re.compile(r"^(?P<g>[0-9]+)g\.(?P<gb>[0-9]+)gb(?P<attrs>[+-][A-Za-z0-9.,]+)?$")
-CI_SUBPROFILE_NAME = re.compile(r"^[0-9]+c\.[0-9]+g\.[0-9]+gb")
-ATTRIBUTES = ("me", "me.all", "gfx")
-NEGATIVE_ATTRIBUTES = ("me",)
-# Profiles that take the GPU's shared media engines: at most one such instance.
-MEDIA_ATTRIBUTES = ("me", "me.all")
 
 
 # The device plugin's resource for a MIG device under the mixed strategy.
@@ -60,37 +52,13 @@ def mig_resource_name(profile):
 
 
 def parse_profile_name(name):
-    """(slices, gb, attributes, negative attributes) of a GPU instance profile name.
+    """(slices, gb, attributes, negative attributes) of a GPU instance profile name, attributes sorted.
 
-    Raises ValueError saying what is wrong. Follows mig-parted's grammar: one of
-    '+' or '-', attributes separated by commas, each known and given once.
+    Raises MigError saying what is wrong (model.parse_profile, which refuses a compute
+    instance sub-profile here).
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError("a profile name must be a string such as 1g.10gb")
-    if CI_SUBPROFILE_NAME.match(name):
-        raise ValueError("%s is a compute instance sub-profile; this module manages whole GPU instances "
-                         "(one compute instance each)" % name)
-    match = PROFILE_NAME.match(name)
-    if not match:
-        raise ValueError("%r is not a MIG profile name such as 1g.10gb, 1g.10gb+me, 1g.24gb-me or "
-                         "1g.24gb+gfx" % name)
-    suffix = match.group("attrs") or ""
-    attrs, negative = (), ()
-    if suffix:
-        items = suffix[1:].split(",")
-        known = ATTRIBUTES if suffix[0] == "+" else NEGATIVE_ATTRIBUTES
-        unknown = [a for a in items if a not in known]
-        if unknown or len(set(items)) != len(items):
-            raise ValueError("%s: attribute %s%s is not one of %s" % (
-                name, suffix[0], ",".join(unknown) or "(repeated)",
-                ", ".join(suffix[0] + a for a in known)))
-        if suffix[0] == "+":
-            attrs = tuple(sorted(items))
-        else:
-            negative = tuple(sorted(items))
-    if int(match.group("g")) < 1 or int(match.group("gb")) < 1:
-        raise ValueError("%s: slices and memory must be at least 1" % name)
-    return int(match.group("g")), int(match.group("gb")), attrs, negative
+    profile = parse_profile(name, gpu_instance=True)
+    return profile.g, profile.gb, tuple(sorted(profile.attributes)), tuple(sorted(profile.negative_attributes))
 
 
 class Profile(object):
@@ -106,14 +74,13 @@ class Profile(object):
         self.memory_slices = memory_slices
         self.max_count = max_count
         self.starts = tuple(starts)
-        attrs = PROFILE_NAME.match(name)
-        suffix = (attrs.group("attrs") or "") if attrs else ""
+        parsed = profile_or_none(name)
+        if parsed is not None and parsed.is_sub_profile:
+            parsed = None  # not a GPU instance profile: neither its memory nor its engines are known
         # +me and +me.all take the shared media engines; -me and +gfx do not
-        self.media_extensions = suffix[:1] == "+" and any(
-            a in MEDIA_ATTRIBUTES for a in suffix[1:].split(","))
+        self.media_extensions = parsed is not None and parsed.media_extensions
         if memory_mib is None:
-            match = PROFILE_NAME.match(name)
-            memory_mib = int(match.group("gb")) * 1024 if match else 0
+            memory_mib = parsed.gb * 1024 if parsed is not None else 0
         self.memory_mib = memory_mib
 
     def mask(self, start):
@@ -235,7 +202,8 @@ def family_for(device_id):
 
 def strip_ci_prefix(name):
     """ "1c.3g.40gb" -> "3g.40gb" (compute instance sub-profile to its GPU instance profile)."""
-    if name and CI_SUBPROFILE_NAME.match(name):
+    parsed = profile_or_none(name)
+    if parsed is not None and parsed.is_sub_profile:
         return name.split(".", 1)[1]
     return name
 
@@ -325,9 +293,9 @@ def check_layout(family, counts):
         count = counts[name]
         profile = family.profile(name)
         if profile is None:
-            if CI_SUBPROFILE_NAME.match(name):
-                why = ("%s is a compute instance sub-profile; this module manages whole GPU instances "
-                       "(one compute instance each)" % name)
+            parsed = profile_or_none(name)
+            if parsed is not None and parsed.is_sub_profile:
+                why = sub_profile_message(name)
             else:
                 why = "%s is not a MIG profile of %s (profiles: %s)" % (
                     name, family.name, ", ".join(sorted(family.profiles)))
@@ -374,8 +342,8 @@ def _nvml_profile_name(info, profile_id=None):
     if name.startswith("MIG "):
         name = name[4:]
     suffix = GI_SUFFIX.get(profile_id)
-    match = PROFILE_NAME.match(name)
-    if suffix and match and not match.group("attrs"):
+    parsed = profile_or_none(name) if suffix else None
+    if parsed is not None and not (parsed.is_sub_profile or parsed.attributes or parsed.negative_attributes):
         name += suffix
     return name
 
@@ -397,7 +365,7 @@ def family_from_nvml(nvml, handle, label, placements_of):
         name = _nvml_profile_name(info, profile_id)
         try:
             parse_profile_name(name)
-        except ValueError:
+        except MigError:
             continue  # a name this module cannot express in mig-parted's format
         if not info.instanceCount:
             continue

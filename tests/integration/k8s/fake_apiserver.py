@@ -46,7 +46,9 @@ Beyond server-side apply it follows the API reference where the roles rely on it
   (https://kubernetes.io/blog/2020/09/03/warnings/, RFC 7234 warn-code 299), as
   for every request to it; every warning sent is recorded in `warnings`;
 - a server-side apply PATCH answers with the object as stored (as a GET would),
-  or as it would be stored for a dry run.
+  or as it would be stored for a dry run;
+- a virtual kind that only takes a create (v1 Binding, discovery verbs [create])
+  answers any other method with 405 MethodNotAllowed.
 """
 import copy
 import json
@@ -78,6 +80,10 @@ DEPRECATED = {
 }
 RESOURCES["v1"].append(("endpoints", "Endpoints", True))
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+# Virtual kinds that take only a create (v1 Binding: its discovery verbs are [create]); any other method on them
+# is 405 MethodNotAllowed, as on the real server.
+CREATE_ONLY = {("v1", "bindings")}
+RESOURCES["v1"].append(("bindings", "Binding", True))
 
 
 def _drop_nulls(value):
@@ -96,6 +102,11 @@ SERVER_METADATA = {"resourceVersion", "uid", "creationTimestamp", "managedFields
                    "deletionGracePeriodSeconds"}
 MISSING = object()
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _verbs(gv, plural):
+    """A resource's discovery verbs."""
+    return ["create"] if (gv, plural) in CREATE_ONLY else VERBS
 
 
 def _version_key(version):
@@ -382,7 +393,8 @@ class FakeAPIServer:
             items.append({"metadata": {"name": group, "creationTimestamp": None}, "versions": [
                 {"version": v, "freshness": "Current", "resources": [
                     {"resource": p, "responseKind": {"group": group, "version": v, "kind": k},
-                     "scope": "Namespaced" if n else "Cluster", "singularResource": k.lower(), "verbs": VERBS}
+                     "scope": "Namespaced" if n else "Cluster", "singularResource": k.lower(),
+                     "verbs": _verbs("%s/%s" % (group, v) if group else v, p)}
                     for p, k, n in self._resources("%s/%s" % (group, v) if group else v)]}
                 for v in sorted(versions, key=_version_key, reverse=True)]})
         return 200, {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
@@ -410,7 +422,7 @@ class FakeAPIServer:
         gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):]
         if gv in served:
             return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
-                {"name": p, "singularName": k.lower(), "namespaced": n, "kind": k, "verbs": VERBS}
+                {"name": p, "singularName": k.lower(), "namespaced": n, "kind": k, "verbs": _verbs(gv, p)}
                 for p, k, n in self._resources(gv)]}
         return None
 
@@ -536,6 +548,9 @@ class FakeAPIServer:
                 kind, namespaced = kinds[plural]
             except (KeyError, IndexError):
                 return req._send(*self._status(404, "NotFound", "the server could not find the requested resource"))
+            if (asked, plural) in CREATE_ONLY and method != "POST":
+                return req._send(*self._status(405, "MethodNotAllowed",
+                                               "the server does not allow this method on the requested resource"))
             req.warnings = self._warning(asked, kind)
             self.warnings += [(method, url.path, w) for w in req.warnings]
             gv = self._stored_as(asked, plural)

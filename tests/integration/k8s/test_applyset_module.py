@@ -8,43 +8,42 @@ import tempfile
 import pytest
 
 from fake_apiserver import FakeAPIServer
+from support.module_args import ExitJson, FailJson, patch_module_args
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import reader
 from ansible_collections.gpuops.platform.plugins.modules import k8s_applyset
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 
+pytestmark = pytest.mark.usefixtures("module_exits")
+
 NAMESPACE = "gpuops-system"
 SET = "gpuops-gpu-tenants"
 SET_ID = aset.applyset_id(SET, NAMESPACE)
+DISCOVERY = ("/version", "/api", "/apis")
 
 
-class Failed(Exception):
-    pass
+def run(api, check_mode=False, **params):
+    """The module's result, as a task gets it."""
+    args = dict(dict(namespace=NAMESPACE, host=api.url, api_key="t0ken", _ansible_check_mode=check_mode), **params)
+    with patch_module_args(args):
+        with pytest.raises((ExitJson, FailJson)) as err:
+            k8s_applyset.main()
+    return dict(err.value.args[0], failed=err.type is FailJson)
 
 
-class Module(object):
-    """What k8s_applyset.reconcile reads from AnsibleModule."""
-
-    def __init__(self, url, check_mode=False, **params):
-        self.params = dict(dict(name=None, namespace=NAMESPACE, objects=[], sets=None, prune=True,
-                                prune_namespaces_with_foreign_objects=False, field_manager="gpuops-platform",
-                                kubeconfig=None, context=None, host=url, api_key="t0ken", ca_cert=None,
-                                validate_certs=False), **params)
-        self.check_mode = check_mode
-        self.warnings = []
-
-    def fail_json(self, **kwargs):
-        raise Failed(kwargs["msg"])
-
-    def warn(self, text):
-        self.warnings.append(text)
+def table(api):
+    """The API table, as gpuops.platform.k8s_discovery gives it to the role (gpuops_k8s_api_table)."""
+    return discovery.discover(reader(get_api_client(host=api.url, api_key="t0ken")), version=False)["table"]
 
 
 def reconcile(api, objects, check_mode=False, **params):
-    module = Module(api.url, check_mode, **params)
-    client = get_api_client(k8s_applyset._Module(module))
-    return k8s_applyset.reconcile(module, client, [{"name": SET, "objects": objects}], NAMESPACE)[0]
+    """One set's result, with the table the role passes."""
+    result = run(api, check_mode, name=SET, objects=objects, api_table=table(api), **params)
+    assert not result.get("failed"), result
+    return result["sets"][0]
 
 
 def member(kind, name, namespace=None, api_version="v1", **meta):
@@ -114,3 +113,67 @@ def test_the_foreign_object_check_lists_preferred_versions_only_and_no_deprecate
     assert "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-b/localqueues" in lists
     assert len(lists) == len(set(lists))
     assert api.warnings == []
+
+
+def test_with_the_api_table_no_discovery_call_is_made(api):
+    """The paths come from the table (group, version, resource, scope): kubernetes.core's discovery is never asked."""
+    rows = table(api)
+    del api.requests[:]
+    result = run(api, name=SET, objects=tenant("team-a"), api_table=rows)
+    assert result["changed"] and "Namespace team-b" in result["pruned"]
+    assert not [r for r in api.requests if r[1] in DISCOVERY or r[1] in ("/api/v1",) or
+                (r[1].startswith("/apis/") and r[1].count("/") == 3)], api.requests
+    # One list of the parents, one per group-kind, the namespace's kinds once each, the deletes and the parent.
+    assert [r[0] for r in api.requests].count("DELETE") == 3
+    assert [r for r in api.requests if r[0] == "PATCH"] and api.writes()
+
+
+def test_without_the_table_the_module_reads_it_in_two_calls(api):
+    """Aggregated discovery (https://kubernetes.io/docs/concepts/overview/kubernetes-api/#aggregated-discovery)."""
+    get_api_client(host=api.url, api_key="t0ken")  # kubernetes.core's discovery cache file, as any earlier client leaves
+    k8s_client._pool.clear()
+    del api.requests[:]
+    result = run(api, name=SET, objects=tenant("team-a") + tenant("team-b"))
+    assert not result["failed"] and result["pruned"] == [] and result["group_kinds"] == [
+        "LocalQueue.kueue.x-k8s.io", "Namespace", "ResourceQuota"]
+    assert [r[1] for r in api.requests if r[1] in DISCOVERY or r[1] == "/api/v1" or
+            (r[1].startswith("/apis/") and r[1].count("/") == 3)] == ["/api", "/apis"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"name": SET, "api_table": [{"group": "", "version": "v1", "kind": "Secret"}]}, "lacks resource, namespaced, preferred"),
+    ({"sets": [{"name": SET}, {"name": SET}]}, "each ApplySet parent name must be given once"),
+    ({"name": SET, "objects": [{"kind": "ConfigMap", "metadata": {"name": "x"}}]}, "every object needs apiVersion"),
+])
+def test_bad_input_fails_with_what_to_change_and_changes_nothing(api, params, message):
+    result = run(api, **params)
+    assert result["failed"] and message in result["msg"]
+    assert api.writes() == []
+
+
+def test_a_parent_of_another_tool_is_refused(api):
+    """KEP-3659: the parent's applyset.kubernetes.io/tooling names the tool that owns the set."""
+    api.add({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": SET, "namespace": NAMESPACE, "labels": {aset.ID_LABEL: SET_ID},
+        "annotations": {aset.TOOLING_ANNOTATION: "kubectl/v1.36"}}})
+    result = run(api, name=SET, objects=tenant("team-a"), api_table=table(api))
+    assert result["failed"] and "not of this collection" in result["msg"] and "kubectl/v1.36" in result["msg"]
+    assert api.writes() == []
+
+
+def test_a_kind_that_takes_no_list_is_left_out_of_the_foreign_object_check(api):
+    """APIResource.verbs (API reference, discovery): v1 Binding takes only create, a LIST of it is 405
+    MethodNotAllowed. The table does not carry verbs, so the check takes the 405 as "nothing listable here"."""
+    result = reconcile(api, tenant("team-a"))
+    assert "Namespace team-b" in result["pruned"]
+    assert [r[1] for r in api.requests if r[1].endswith("/bindings")] == ["/api/v1/namespaces/team-b/bindings"]
+
+
+def test_a_kind_missing_from_the_table_reads_it_again_once(api):
+    """A custom resource is served once its CRD is Established (CustomResourceDefinition, API reference): a table read
+    before then lacks its kind, so the module reads the table again, once, and finds the members of that kind."""
+    rows = [r for r in table(api) if r["group"] != "kueue.x-k8s.io"]
+    del api.requests[:]
+    result = run(api, name=SET, objects=tenant("team-a"), api_table=rows)
+    assert "LocalQueue.kueue.x-k8s.io team-b/default" in result["pruned"] and result["unlisted_group_kinds"] == []
+    assert [r[1] for r in api.requests if r[1] in DISCOVERY] == ["/api", "/apis"]

@@ -86,4 +86,4 @@ def test_api_key_with_a_kubeconfig_is_refused_before_any_call(tmp_path, installe
         expect_failure=True, collections_path=installed_collection)
     assert TOKEN not in result.output
     assert "leave gpuops_k8s_kubeconfig and gpuops_k8s_context unset" in " ".join(result.output.split())
-    assert "AnsiballZ_k8s_cluster_info" not in result.output
+    assert "AnsiballZ_k8s_discovery" not in result.output

@@ -203,6 +203,19 @@ def test_api_resources_are_named_as_their_crds():
         f.k8s_api_resources(["v1"])
 
 
+def test_api_kinds_and_resources_of_the_discovery_table():
+    """gpuops.platform.k8s_discovery's api_table gives what k8s_cluster_info's apis gave, every served version."""
+    table = [{"group": "", "version": "v1", "kind": "Pod", "resource": "pods", "namespaced": True, "preferred": True},
+             {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "ClusterQueue", "resource": "clusterqueues",
+              "namespaced": False, "preferred": True},
+             {"group": "kueue.x-k8s.io", "version": "v1beta1", "kind": "ClusterQueue", "resource": "clusterqueues",
+              "namespaced": False, "preferred": False}]
+    assert f.k8s_api_kinds(table) == ["kueue.x-k8s.io/v1beta1/ClusterQueue", "kueue.x-k8s.io/v1beta2/ClusterQueue", "v1/Pod"]
+    assert f.k8s_api_resources(table) == ["clusterqueues.kueue.x-k8s.io"]
+    with pytest.raises(AnsibleFilterError, match="api_table.*lacks resource"):
+        f.k8s_api_kinds([{"group": "", "version": "v1", "kind": "Pod", "namespaced": True, "preferred": True}])
+
+
 def _node(name, taints=None):
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"taints": taints} if taints else {}}
 

@@ -1,0 +1,132 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: k8s_discovery
+short_description: The API resources a Kubernetes cluster serves and its version, in as few calls as it allows
+version_added: 0.1.0
+author:
+  - gpuops.platform maintainers (@gpuops)
+description:
+  - Reads the API server's version (C(GET /version)) and every resource it serves, as one table.
+  - Where the server offers aggregated discovery (Kubernetes 1.30 and later, see
+    U(https://kubernetes.io/docs/concepts/overview/kubernetes-api/#aggregated-discovery)), the table takes two
+    calls, C(GET /api) and C(GET /apis) asked for the C(apidiscovery.k8s.io/v2) APIGroupDiscoveryList, as kubectl
+    does. A server that answers with the plain lists instead gets one more C(GET) per served group-version (the
+    legacy discovery, as C(kubernetes.core.k8s_cluster_info) does), so nothing is lost.
+  - A group-version that its aggregated API server cannot serve now (C(Stale) in the aggregated answer, 503 or 404 in
+    the legacy one) is left out of the table and named in RV(stale).
+  - Used once per run by the C(gpuops.platform.k8s_apply) role (C(tasks_from=discover)); connection options come from
+    the play's C(module_defaults) like those of kubernetes.core.
+options: {}
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
+  - gpuops.platform.attributes.read_only
+notes:
+  - kubernetes.core's client, whose connection handling this module shares, reads its discovery cache file (under the
+    temporary folder) when it starts and, when there is none for this server and user, asks C(GET /version) and
+    C(GET /apis) once to write it; every later kubernetes.core client of the run reads that file.
+requirements:
+  - kubernetes (Python) >= 24.2.0
+"""
+
+EXAMPLES = r"""
+- name: Discover the cluster's APIs and version
+  gpuops.platform.k8s_discovery:
+  register: cluster
+
+- name: Whether the Prometheus Operator is installed
+  ansible.builtin.debug:
+    msg: "{{ 'monitoring.coreos.com/v1/ServiceMonitor' in cluster.api_kinds }}"
+"""
+
+RETURN = r"""
+api_table:
+  description:
+    - One entry per served top-level resource (subresources are not listed), for every served version.
+    - C(preferred) is true for the rows of the group's preferred version.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {group: apps, version: v1, kind: Deployment, resource: deployments, namespaced: true, preferred: true}
+api_kinds:
+  description: Sorted C(apiVersion/Kind) strings of every served version.
+  returned: always
+  type: list
+  elements: str
+  sample: [apps/v1/Deployment, monitoring.coreos.com/v1/ServiceMonitor, v1/Pod]
+api_resources:
+  description: Sorted C(<plural>.<group>) names of the resources of named groups, as their CRDs are named.
+  returned: always
+  type: list
+  elements: str
+  sample: [deployments.apps, servicemonitors.monitoring.coreos.com]
+server_version:
+  description: The server's Kubernetes C(major.minor), digits only.
+  returned: always
+  type: str
+  sample: "1.36"
+version:
+  description: The server's C(/version) answer.
+  returned: always
+  type: dict
+  sample: {major: "1", minor: "36", gitVersion: v1.36.0}
+aggregated:
+  description: Whether the server answered both C(/api) and C(/apis) with the aggregated discovery document.
+  returned: always
+  type: bool
+stale:
+  description: Group-versions left out because their API server could not answer now.
+  returned: always
+  type: list
+  elements: str
+  sample: [visibility.kueue.x-k8s.io/v1beta1]
+requests:
+  description: The paths this module asked, in order (C(/version), C(/api), C(/apis), then any legacy group-versions).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import copy
+import traceback
+
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import reader
+
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+
+def main():
+    module = AnsibleK8SModule(argument_spec=copy.deepcopy(AUTH_ARG_SPEC), supports_check_mode=True)
+    try:
+        found = discovery.discover(reader(get_api_client(module=module)))
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+    except discovery.DiscoveryError as exc:
+        module.fail_json(msg="Kubernetes API discovery: %s" % exc)
+    except Exception as exc:  # the API client raises many types (connection, TLS, 401); all mean the same here
+        module.fail_json(msg="Kubernetes API discovery failed: %s" % exc, exception=traceback.format_exc())
+    table = found["table"]
+    module.exit_json(changed=False, api_table=table, api_kinds=discovery.api_kinds(table),
+                     api_resources=discovery.api_resources(table), server_version=found["server_version"],
+                     version=found["version"], aggregated=found["aggregated"], stale=found["stale"],
+                     requests=found["paths"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""gpuops.platform.k8s_discovery against the in-memory API server: what it asks and what it returns.
+
+Aggregated discovery follows https://kubernetes.io/docs/concepts/overview/kubernetes-api/#aggregated-discovery
+(/api and /apis answer one APIGroupDiscoveryList each, versions preferred first); a server before 1.30, or with
+aggregation off (``server.aggregated = False``), answers the legacy APIVersions/APIGroupList and one
+APIResourceList per group-version (https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api).
+"""
+import tempfile
+
+import pytest
+
+from fake_apiserver import RESOURCES, FakeAPIServer
+from support.module_args import ExitJson, FailJson, patch_module_args
+
+from ansible_collections.gpuops.platform.plugins.modules import k8s_discovery
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+
+pytestmark = pytest.mark.usefixtures("module_exits")
+
+
+@pytest.fixture(autouse=True)
+def fresh_discovery(monkeypatch, tmp_path):
+    """kubernetes.core keeps a client per server URL in memory and its discovery cache in a file under the temp
+    dir: a server on a port an earlier test's server had would be read as that one."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(k8s_client, "_pool", {})
+
+
+def discover(api, **args):
+    with patch_module_args(dict(dict(host=api.url, api_key="t0ken"), **args)):
+        with pytest.raises((ExitJson, FailJson)) as err:
+            k8s_discovery.main()
+    return err.value.args[0]
+
+
+def warm(api):
+    """What any earlier kubernetes.core client of the run leaves: its discovery cache file for this server."""
+    get_api_client(host=api.url, api_key="t0ken")
+    k8s_client._pool.clear()
+    del api.requests[:]
+
+
+def row_key(row):
+    return (row["group"], row["version"], row["resource"])
+
+
+def paths(api):
+    return [r[1] for r in api.requests]
+
+
+def test_aggregated_discovery_takes_api_and_apis_and_version():
+    with FakeAPIServer(version="1.36") as api:
+        warm(api)
+        result = discover(api)
+        assert paths(api) == ["/version", "/api", "/apis"] == result["requests"]
+        assert result["aggregated"] and result["server_version"] == "1.36" and result["stale"] == []
+        assert not result["changed"]
+        table = result["api_table"]
+        assert {"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments", "namespaced": True,
+                "preferred": True} not in table  # the fake serves no apps group
+        assert {"group": "", "version": "v1", "kind": "Secret", "resource": "secrets", "namespaced": True,
+                "preferred": True} in table
+        assert {"group": "kueue.x-k8s.io", "version": "v1beta1", "kind": "LocalQueue", "resource": "localqueues",
+                "namespaced": True, "preferred": False} in table
+        assert all(sorted(row) == ["group", "kind", "namespaced", "preferred", "resource", "version"] for row in table)
+        # Every served resource and version, once.
+        assert sorted((r["group"], r["version"], r["resource"]) for r in table) == sorted(
+            (gv.rpartition("/")[0], gv.rpartition("/")[2], plural) for gv, rows in RESOURCES.items() for plural, k, n in rows)
+        assert "kueue.x-k8s.io/v1beta2/ClusterQueue" in result["api_kinds"]
+        assert "clusterqueues.kueue.x-k8s.io" in result["api_resources"]
+
+
+def test_a_server_without_aggregation_is_asked_each_group_version():
+    with FakeAPIServer(version="1.29") as api:
+        api.aggregated = False
+        warm(api)
+        legacy = discover(api)
+        group_versions = sorted(RESOURCES)
+        assert len(api.requests) == 3 + len(group_versions)
+        assert paths(api)[:3] == ["/version", "/api", "/apis"]
+        assert sorted(paths(api)[3:]) == sorted("/api/" + gv if "/" not in gv else "/apis/" + gv for gv in group_versions)
+        assert not legacy["aggregated"] and legacy["server_version"] == "1.29"
+    # The same table as the aggregated answer gives.
+    with FakeAPIServer(version="1.29") as api:
+        aggregated = discover(api)
+    assert sorted(legacy["api_table"], key=row_key) == sorted(aggregated["api_table"], key=row_key)
+    assert legacy["api_kinds"] == aggregated["api_kinds"] and legacy["api_resources"] == aggregated["api_resources"]
+
+
+def test_a_crd_established_later_is_in_the_next_discovery():
+    """A custom resource is served once its CRD is Established (CustomResourceDefinition, API reference)."""
+    with FakeAPIServer() as api:
+        api.served["example.com/v1"] = [("widgets", "Widget", True)]
+        result = discover(api)
+        assert {"group": "example.com", "version": "v1", "kind": "Widget", "resource": "widgets", "namespaced": True,
+                "preferred": True} in result["api_table"]
+        assert "widgets.example.com" in result["api_resources"]
+
+
+def test_kubernetes_cores_cache_file_costs_version_and_apis_once():
+    """kubernetes.core's client (get_api_client) reads its discovery cache file when it starts; without one it asks
+    /version and /apis once to write it, and every later client of the run reads the file."""
+    with FakeAPIServer() as api:
+        discover(api)
+        assert paths(api) == ["/version", "/apis", "/version", "/api", "/apis"]
+        del api.requests[:]
+        k8s_client._pool.clear()
+        discover(api)
+        assert paths(api) == ["/version", "/api", "/apis"]
+
+
+def test_an_unreachable_server_fails_with_the_reason():
+    with FakeAPIServer() as api:
+        url = api.url
+    with patch_module_args(dict(host=url, api_key="t0ken")):
+        with pytest.raises(FailJson) as err:
+            k8s_discovery.main()
+    assert "Max retries exceeded" in err.value.args[0]["msg"] or "Connection refused" in err.value.args[0]["msg"]
+    assert "t0ken" not in str(err.value.args[0])

@@ -1,0 +1,179 @@
+"""The served API table from aggregated discovery, and from the legacy discovery where a server lacks it.
+
+The documents follow the Kubernetes API reference: aggregated discovery
+(https://kubernetes.io/docs/concepts/overview/kubernetes-api/#aggregated-discovery; the types of
+k8s.io/api/apidiscovery/v2: APIGroupDiscoveryList > APIGroupDiscovery > APIVersionDiscovery, "versions are in
+descending order of preference, with the first version being the preferred entry" > APIResourceDiscovery with
+resource, responseKind, scope and subresources; freshness Current or Stale) and the legacy discovery documents
+(APIVersions, APIGroupList with preferredVersion, APIResourceList with name/sub entries for subresources).
+"""
+import pytest
+
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery as d
+
+
+def resource(plural, kind, group, version, namespaced=True, subresources=()):
+    return {"resource": plural, "responseKind": {"group": group, "version": version, "kind": kind},
+            "scope": "Namespaced" if namespaced else "Cluster", "singularResource": kind.lower(),
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            "subresources": [{"subresource": s, "responseKind": {"group": group, "version": version, "kind": kind},
+                              "verbs": ["get", "patch", "update"]} for s in subresources]}
+
+
+def group(name, *versions, **freshness):
+    return {"metadata": {"name": name}, "versions": [
+        {"version": v, "resources": [resource(p, k, name, v, n, s) for p, k, n, s in rs],
+         "freshness": freshness.get(v, "Current")} for v, rs in versions]}
+
+
+def aggregated_list(*groups):
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": list(groups)}
+
+
+CORE = aggregated_list(group("", ("v1", [("pods", "Pod", True, ("status", "log")),
+                                         ("namespaces", "Namespace", False, ()),
+                                         ("endpoints", "Endpoints", True, ())])))
+APIS = aggregated_list(
+    group("apps", ("v1", [("deployments", "Deployment", True, ("scale", "status"))])),
+    group("kueue.x-k8s.io", ("v1beta2", [("localqueues", "LocalQueue", True, ()), ("clusterqueues", "ClusterQueue", False, ())]),
+          ("v1beta1", [("localqueues", "LocalQueue", True, ()), ("clusterqueues", "ClusterQueue", False, ())])),
+    group("visibility.kueue.x-k8s.io", ("v1beta1", [("clusterqueues", "ClusterQueue", False, ())]), v1beta1="Stale"),
+)
+
+
+def server(docs, unavailable=()):
+    """A get(path, accept) over a dict of answers, recording what was asked."""
+    asked = []
+
+    def get(path, accept):
+        asked.append((path, accept))
+        if path in unavailable:
+            raise d.Unavailable(path)
+        return docs[path]
+    return get, asked
+
+
+def test_aggregated_documents_give_the_table_with_preferred_versions_first():
+    table, stale = d.parse_aggregated(APIS)
+    assert {"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments", "namespaced": True,
+            "preferred": True} in table
+    # The first version listed is the preferred one; every served version is a row.
+    assert [(r["version"], r["preferred"]) for r in table if r["kind"] == "LocalQueue"] == [("v1beta2", True), ("v1beta1", False)]
+    assert [r["namespaced"] for r in table if r["kind"] == "ClusterQueue"] == [False, False]
+    # A Stale version (its aggregated API server did not answer) is left out and named.
+    assert stale == ["visibility.kueue.x-k8s.io/v1beta1"]
+    assert not [r for r in table if r["group"] == "visibility.kueue.x-k8s.io"]
+    assert all(sorted(r) == sorted(d.KEYS) for r in table)
+
+
+def test_subresources_are_not_rows():
+    table, dummy = d.parse_aggregated(CORE)
+    assert sorted(r["resource"] for r in table) == ["endpoints", "namespaces", "pods"]
+    assert d.api_kinds(table) == ["v1/Endpoints", "v1/Namespace", "v1/Pod"]
+
+
+def test_two_calls_where_the_server_aggregates():
+    get, asked = server({"/version": {"major": "1", "minor": "36", "gitVersion": "v1.36.0"}, "/api": CORE, "/apis": APIS})
+    found = d.discover(get)
+    assert [p for p, a in asked] == ["/version", "/api", "/apis"] == found["paths"]
+    # What client-go sends: aggregated v2, then v2beta1, then the plain document.
+    assert [a for p, a in asked][1:] == [d.ACCEPT] * 2
+    assert d.ACCEPT.startswith("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,")
+    assert found["aggregated"] and found["server_version"] == "1.36"
+    assert found["stale"] == ["visibility.kueue.x-k8s.io/v1beta1"]
+    assert d.api_resources(found["table"]) == ["clusterqueues.kueue.x-k8s.io", "deployments.apps", "localqueues.kueue.x-k8s.io"]
+    del asked[:]
+    assert d.discover(get, version=False)["version"] is None and [p for p, a in asked] == ["/api", "/apis"]
+
+
+LEGACY = {
+    "/version": {"major": "1", "minor": "29+", "gitVersion": "v1.29.4"},
+    "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}},
+        {"name": "kueue.x-k8s.io", "versions": [{"groupVersion": "kueue.x-k8s.io/v1beta2", "version": "v1beta2"},
+                                                {"groupVersion": "kueue.x-k8s.io/v1beta1", "version": "v1beta1"}],
+         "preferredVersion": {"groupVersion": "kueue.x-k8s.io/v1beta2", "version": "v1beta2"}},
+        {"name": "visibility.kueue.x-k8s.io", "versions": [{"groupVersion": "visibility.kueue.x-k8s.io/v1beta1",
+                                                            "version": "v1beta1"}],
+         "preferredVersion": {"groupVersion": "visibility.kueue.x-k8s.io/v1beta1", "version": "v1beta1"}}]},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        {"name": "pods", "namespaced": True, "kind": "Pod"}, {"name": "pods/status", "namespaced": True, "kind": "Pod"},
+        {"name": "namespaces", "namespaced": False, "kind": "Namespace"},
+        {"name": "endpoints", "namespaced": True, "kind": "Endpoints"}]},
+    "/apis/apps/v1": {"kind": "APIResourceList", "groupVersion": "apps/v1", "resources": [
+        {"name": "deployments", "namespaced": True, "kind": "Deployment"},
+        {"name": "deployments/scale", "namespaced": True, "kind": "Scale"}]},
+    "/apis/kueue.x-k8s.io/v1beta2": {"kind": "APIResourceList", "groupVersion": "kueue.x-k8s.io/v1beta2", "resources": [
+        {"name": "localqueues", "namespaced": True, "kind": "LocalQueue"},
+        {"name": "clusterqueues", "namespaced": False, "kind": "ClusterQueue"}]},
+    "/apis/kueue.x-k8s.io/v1beta1": {"kind": "APIResourceList", "groupVersion": "kueue.x-k8s.io/v1beta1", "resources": [
+        {"name": "localqueues", "namespaced": True, "kind": "LocalQueue"},
+        {"name": "clusterqueues", "namespaced": False, "kind": "ClusterQueue"}]},
+}
+
+
+def row_key(row):
+    return (row["group"], row["version"], row["resource"])
+
+
+def test_a_server_without_aggregation_is_read_group_version_by_group_version():
+    get, asked = server(LEGACY, unavailable=["/apis/visibility.kueue.x-k8s.io/v1beta1"])
+    found = d.discover(get)
+    assert [p for p, a in asked] == ["/version", "/api", "/apis", "/api/v1", "/apis/apps/v1", "/apis/kueue.x-k8s.io/v1beta2",
+                                     "/apis/kueue.x-k8s.io/v1beta1", "/apis/visibility.kueue.x-k8s.io/v1beta1"]
+    assert not found["aggregated"] and found["server_version"] == "1.29"
+    assert found["stale"] == ["visibility.kueue.x-k8s.io/v1beta1"]
+    # The same table as the aggregated documents give.
+    aggregated = d.discover(server({"/version": LEGACY["/version"], "/api": CORE, "/apis": APIS})[0])["table"]
+    assert sorted(found["table"], key=row_key) == sorted(aggregated, key=row_key)
+
+
+def test_one_aggregated_answer_and_one_plain_answer_are_both_read():
+    """/api and /apis are served by different handlers; each answer is taken as it comes."""
+    get, asked = server({"/version": LEGACY["/version"], "/api": LEGACY["/api"], "/api/v1": LEGACY["/api/v1"], "/apis": APIS})
+    found = d.discover(get)
+    assert [p for p, a in asked] == ["/version", "/api", "/apis", "/api/v1"]
+    assert not found["aggregated"] and "v1/Pod" in d.api_kinds(found["table"]) and "apps/v1/Deployment" in d.api_kinds(found["table"])
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"kind": "Status", "status": "Failure"}, "answered Status, not an APIVersions"),
+    (["v1"], "answered list"),
+])
+def test_an_answer_that_is_no_discovery_document_is_refused(doc, message):
+    with pytest.raises(d.DiscoveryError, match=message):
+        d.discover(server({"/version": LEGACY["/version"], "/api": doc, "/apis": APIS})[0])
+
+
+@pytest.mark.parametrize("doc", [{"major": "", "minor": "36"}, {"gitVersion": "v1.36.0"}, "1.36"])
+def test_a_version_without_major_and_minor_is_refused(doc):
+    with pytest.raises(d.DiscoveryError, match="/version"):
+        d.server_version(doc)
+
+
+def test_lookups_prefer_the_asked_then_the_preferred_version():
+    table = d.parse_aggregated(APIS)[0] + d.parse_aggregated(CORE)[0]
+    assert d.find(table, "kueue.x-k8s.io", "LocalQueue")["version"] == "v1beta2"
+    assert d.find(table, "kueue.x-k8s.io", "LocalQueue", "v1beta1")["version"] == "v1beta1"
+    assert d.find(table, "kueue.x-k8s.io", "LocalQueue", "v1alpha1")["version"] == "v1beta2"
+    assert d.find(table, "", "ConfigMap") is None
+    # A kind of an older version only is not listed there: older versions may be deprecated.
+    table.append(d.entry("kueue.x-k8s.io", "v1beta1", "OldQueue", "oldqueues", True, False))
+    assert [(r["group"], r["kind"], r["version"]) for r in d.preferred_namespaced(table)] == [
+        ("apps", "Deployment", "v1"), ("kueue.x-k8s.io", "LocalQueue", "v1beta2"), ("", "Pod", "v1"), ("", "Endpoints", "v1")]
+    queue = d.find(table, "kueue.x-k8s.io", "LocalQueue")
+    assert d.path(queue, "team-a", "default") == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/default"
+    assert d.path(d.find(table, "", "Namespace"), "ignored", "team-a") == "/api/v1/namespaces/team-a"
+    assert d.path(queue) == "/apis/kueue.x-k8s.io/v1beta2/localqueues"
+    # A name is one path segment, whatever it holds.
+    assert d.path(queue, "team-a", "a/../b?x") == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/a%2F..%2Fb%3Fx"
+
+
+def test_a_table_given_as_an_option_is_checked():
+    assert d.check_table([]) == []
+    with pytest.raises(d.DiscoveryError, match="must be a list"):
+        d.check_table({"group": ""})
+    with pytest.raises(d.DiscoveryError, match="lacks namespaced, preferred"):
+        d.check_table([{"group": "", "version": "v1", "kind": "Pod", "resource": "pods"}])
