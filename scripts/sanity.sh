@@ -56,5 +56,10 @@ trap 'rm -rf "$stage_root"' EXIT
 stage="$stage_root/ansible_collections/gpuops/platform"
 mkdir -p "$stage"
 git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$stage"
+# kubernetes.core, a dependency (galaxy.yml) whose doc fragments and module_utils
+# the modules use, beside it as ansible-galaxy installs it (from bootstrap.sh).
+[ -d "$COLLECTIONS/ansible_collections/kubernetes/core" ] || die "kubernetes.core is not in $COLLECTIONS: run scripts/bootstrap.sh"
+mkdir -p "$stage_root/ansible_collections/kubernetes"
+cp -a "$COLLECTIONS/ansible_collections/kubernetes/core" "$stage_root/ansible_collections/kubernetes/core"
 cd "$stage"
 ansible-test sanity --venv --requirements --color no "$@"
