@@ -24,11 +24,7 @@ __metaclass__ = type
 import hashlib
 import json
 import re
-
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover - Python 2 sanity only
-    from collections import Mapping
+from collections.abc import Mapping
 
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
