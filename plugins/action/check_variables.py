@@ -5,6 +5,8 @@
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """Fail a plan on variables that look like a role's (or the platform's) but that nothing defines.
 
+The check itself is plugin_utils/variable_check.py, which the fleet planner uses too.
+
 Argument specs validate the variables a role knows; a misspelt one
 (``gpu_sharing_config`` for ``gpu_sharing_configs``) is simply never read.
 This action finds, among the variables of the current host (and of the hosts
@@ -23,129 +25,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import difflib
-import os
-
-import yaml
-
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
-
-GLOBAL_PREFIX = "gpuops_"
-# This file is <collection>/plugins/action/check_variables.py.
-COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_CATALOGS = {}
-
-
-def _yaml(path):
-    try:
-        with open(path, "rb") as handle:
-            return yaml.safe_load(handle) or {}
-    except FileNotFoundError:
-        return {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise AnsibleError("cannot read %s: %s" % (path, to_text(exc)))
-
-
-def load_catalog(root=COLLECTION_ROOT):
-    """``{"roles": {role: set(names)}, "globals": set(names), "renamed": {old: new}}`` from the collection's
-    files (read once per process)."""
-    if root in _CATALOGS:
-        return _CATALOGS[root]
-    roles, global_names = {}, set()
-    roles_dir = os.path.join(root, "roles")
-    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
-        base = os.path.join(roles_dir, role)
-        specs = _yaml(os.path.join(base, "meta", "argument_specs.yml")).get("argument_specs") or {}
-        names = set()
-        for entry in specs.values():
-            names.update((entry or {}).get("options") or {})
-        # Defaults and role vars are defined by the role itself, so never a typo.
-        for folder in ("defaults", "vars"):
-            names.update(_yaml(os.path.join(base, folder, "main.yml")))
-        global_names.update(n for n in names if n.startswith(GLOBAL_PREFIX))
-        roles[role] = set(n for n in names if n.startswith(role + "_"))
-    listed = _yaml(os.path.join(root, "meta", "variables.yml"))
-    for section in ("variables", "facts"):
-        global_names.update(listed.get(section) or {})
-    catalog = {"roles": roles, "globals": global_names, "renamed": dict(listed.get("renamed") or {})}
-    _CATALOGS[root] = catalog
-    return catalog
-
-
-def owner(name, roles):
-    """The role whose prefix ``<role>_`` is the longest start of ``name``, or None."""
-    best = None
-    for role in roles:
-        if name.startswith(role + "_") and (best is None or len(role) > len(best)):
-            best = role
-    return best
-
-
-def _internal(name, role):
-    # _x, <role>__x and gpuops_<area>__x are internal (play vars, set_fact)
-    return name.startswith("_") or "__" in name
-
-
-def unknown_variables(names, catalog, roles=None, check_globals=True):
-    """``[(name, owner, closest known name or None, known names)]`` for the names nothing defines.
-
-    ``roles``: the roles whose prefixes are checked (default every role of the catalog).
-    """
-    all_roles = catalog["roles"]
-    checked = set(all_roles if roles is None else roles)
-    problems = []
-    for name in sorted(set(to_text(n) for n in names)):
-        role = owner(name, all_roles)
-        if role is not None:
-            if role not in checked or _internal(name, role) or name in all_roles[role]:
-                continue
-            known = all_roles[role]
-        elif name.startswith(GLOBAL_PREFIX) and check_globals and not _internal(name, None):
-            if name in catalog["globals"]:
-                continue
-            role, known = "gpuops", catalog["globals"]
-        else:
-            continue
-        if name in catalog.get("renamed", {}):
-            problems.append((name, role, catalog["renamed"][name], sorted(known)))
-            continue
-        # Compare what follows the shared prefix, or every name would look close.
-        prefix = GLOBAL_PREFIX if role == "gpuops" else role + "_"
-        suffixes = dict((k[len(prefix):], k) for k in known)
-        close = difflib.get_close_matches(name[len(prefix):], sorted(suffixes), n=1, cutoff=0.6)
-        problems.append((name, role, suffixes[close[0]] if close else None, sorted(known)))
-    return problems
-
-
-def format_problems(problems_by_host, renamed=None, sources=None):
-    """One line per unknown variable and hint, its hosts grouped; ``renamed`` ({old: new}) names the new
-    variable of a renamed one, ``sources`` ({name: [file, ...]}) the inventory files that set it."""
-    renamed = renamed or {}
-    sources = sources or {}
-    grouped = {}
-    for host, problems in problems_by_host:
-        for name, role, close, known in problems:
-            key = (name, role, close, tuple(known))
-            if key not in grouped:
-                grouped[key] = []
-            if host not in grouped[key]:
-                grouped[key].append(host)
-    lines = []
-    for (name, role, close, known), hosts in grouped.items():
-        where = "platform-wide (meta/variables.yml)" if role == "gpuops" else "role %s" % role
-        if name in renamed:
-            hint = "it was renamed: set %s instead" % renamed[name]
-        else:
-            hint = "did you mean %s?" % close if close else "known: %s" % ", ".join(known)
-        files = sources.get(name) or []
-        origin = "; set in %s" % ", ".join(files) if files else ""
-        lines.append("%s (%s%s): no such variable in %s, so it would be ignored; %s" % (
-            name, hosts_phrase(hosts), origin, where, hint))
-    return lines
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import check_hosts, load_catalog, refusal
 
 
 class ActionModule(ActionBase):
@@ -172,46 +56,16 @@ class ActionModule(ActionBase):
         manager = getattr(hostvars, "_variable_manager", None)
         current = to_text(task_vars.get("inventory_hostname") or "localhost")
 
-        found, checked, where = [], 0, []
         targets = [(current, task_vars, args["globals"])]
         for host in args["hosts"]:
             if host != current and host in hostvars:
                 # Other hosts: their role variables; their gpuops_* too with host_globals (hosts that never run
                 # a play of their own, as in plan_fleet.yml), else they are checked where they run.
                 targets.append((host, hostvars[host], args["globals"] and args["host_globals"]))
-        for host, variables, check_globals in targets:
-            names = set(variables) - _set_by_tasks(manager, host)
-            checked += len(names)
-            problems = unknown_variables(names, catalog, args["roles"], check_globals)
-            if problems:
-                found.append((host, problems))
-                where.append(variables)
-        result.update(changed=False, checked=checked, unknown=_unique(p[0] for host, ps in found for p in ps))
-        if found:
-            sources = variable_sources(result["unknown"], where)
-            lines = format_problems(found, catalog["renamed"], sources)
-            result.update(failed=True, msg="Unknown variables (a typo is never read):\n" + "\n".join(lines))
+        checked, unknown, lines = check_hosts(targets, manager, catalog, args["roles"])
+        result.update(changed=False, checked=checked, unknown=unknown)
+        if lines:
+            result.update(failed=True, msg=refusal(lines))
         else:
             result["msg"] = "No unknown variables among %d checked" % checked
         return result
-
-
-def _unique(items):
-    out = []
-    for item in items:
-        if item not in out:
-            out.append(item)
-    return out
-
-
-def _set_by_tasks(manager, host):
-    """Names set by set_fact, register or fact gathering on ``host``: results, not user input."""
-    names = set()
-    if manager is None:
-        return names
-    names.update(getattr(manager, "_nonpersistent_fact_cache", {}).get(host) or {})
-    try:
-        names.update(manager._fact_cache.get(host) or {})
-    except (KeyError, AttributeError):
-        pass
-    return names

@@ -12,13 +12,17 @@ __metaclass__ = type
 import json
 import os
 
+from collections.abc import Mapping
+
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+from ansible.vars.hostvars import HostVarsVars
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import (
     fleet_plan, fleet_report, fleet_schema, fleet_views, recorded_facts)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import check_hosts, load_catalog, refusal
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
 ARGS = {
@@ -87,6 +91,40 @@ def _with_diff(plan, plan_file, previous_path):
     return _dump(plan), old_text
 
 
+class _Variables(Mapping):
+    """One host's variables, read from the inventory once; each is templated (in the host's context) once."""
+
+    def __init__(self, variables):
+        self._variables = variables
+        self._templated = {}
+
+    def __getitem__(self, key):
+        if key not in self._templated:
+            self._templated[key] = self._variables[key]
+        return self._templated[key]
+
+    def __contains__(self, key):
+        return key in self._variables
+
+    def __iter__(self):
+        return iter(self._variables)
+
+    def __len__(self):
+        return len(self._variables)
+
+
+def read_variables(hostvars, names, loader):
+    """``{name: variables}`` of ``names``: one read of each host's variables serves every check and the plan.
+
+    ``hostvars[name]`` asks Ansible's VariableManager for every variable of the host on each access (vars
+    plugins, group and host variables, facts): at 20,000 hosts, a few seconds each time.
+    """
+    raw_get = getattr(hostvars, "raw_get", None)
+    if raw_get is None:  # a plain mapping of variables
+        return dict((name, hostvars[name]) for name in names)
+    return dict((name, _Variables(HostVarsVars(raw_get(name), loader=loader, host=name))) for name in names)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -102,8 +140,17 @@ class ActionModule(ActionBase):
         unknown = [n for n in names if n not in hostvars]
         if unknown:
             raise AnsibleActionFail("hosts not in the inventory: %s" % ", ".join(unknown))
+        variables = read_variables(hostvars, names, self._loader)
+        # Before anything is planned or written: a misspelt variable (nvidia_driver_verison) would be ignored and
+        # its host planned with the default. The hosts run no play of their own, so their gpuops_* are checked too.
+        _checked, _names, lines = check_hosts([(n, variables[n], True) for n in names],
+                                              getattr(hostvars, "_variable_manager", None), load_catalog())
+        if lines:
+            result.update(failed=True, changed=False, msg=refusal(lines))
+            return result
+        hosts = [(n, variables[n]) for n in names]
         if not args["facts_dir"]:
-            without = [n for n in names if recorded_facts.source(hostvars[n], n, "")[0] is None]
+            without = [n for n, v in hosts if recorded_facts.source(v, n, "")[0] is None]
             if without:
                 raise AnsibleActionFail(
                     "set facts_dir (gpuops_fleet_facts_dir), gpuops_fleet_facts_cache, or gpuops_nvml_replay_file for %s"
@@ -112,16 +159,16 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("facts_dir %s is not a directory: give the folder of recorded nvml_facts "
                                     "outputs, one <inventory_hostname>.json per host" % args["facts_dir"])
         # Every host's settings before anything is planned or written: a run that is refused writes nothing.
-        problems = fleet_plan.check_settings([(n, hostvars[n]) for n in names])
+        problems = fleet_plan.check_settings(hosts)
         if problems:
             lines = []
-            for variable, message, hosts in problems:
-                files = variable_sources([variable], [hostvars[n] for n in hosts]).get(variable)
-                lines.append("%s (%s%s)" % (message, hosts_phrase(hosts), "; set in %s" % ", ".join(files) if files else ""))
+            for variable, message, bad in problems:
+                files = variable_sources([variable], [variables[n] for n in bad]).get(variable)
+                lines.append("%s (%s%s)" % (message, hosts_phrase(bad), "; set in %s" % ", ".join(files) if files else ""))
             raise AnsibleActionFail("Nothing was planned or written:\n" + "\n".join(lines))
         nodes = {} if args["return_facts"] else None
         try:
-            plan = fleet_plan.plan_fleet([(n, hostvars[n]) for n in names], args["facts_dir"], args["mig_strategy"],
+            plan = fleet_plan.plan_fleet(hosts, args["facts_dir"], args["mig_strategy"],
                                          args["sharing_configs"], args["default_config"], args["labels"], nodes)
         except fleet_plan.FleetPlanError as exc:
             raise AnsibleActionFail(to_text(exc)) from None

@@ -27,8 +27,8 @@ from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import (
     k8s_apply_report, k8s_helm_release, k8s_in_namespaces, k8s_served)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
-# Helm's release name rule (pkg/chartutil/validate_name.go): the names go into
-# one set-based label selector, ``name in (a,b)``, so nothing else may pass.
+# Helm's release name rule (pkg/chartutil/validate_name.go): the names go onto
+# helm's command lines (helm_releases), so nothing else may pass.
 RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -69,8 +69,8 @@ def k8s_batch(queue, api_kinds=None, namespaces=None, check=False):
     """One apply call per phase for every queued layer.
 
     Returns ``namespaces`` and ``crds`` (each one call), ``releases`` (Helm,
-    layer by layer, normalised by k8s_helm_release), ``release_names`` (for
-    one storage lookup), ``wait_crds``, ``groups`` (every other object in
+    layer by layer, normalised by k8s_helm_release), ``release_names`` (each
+    name once), ``wait_crds``, ``groups`` (every other object in
     calls of one force-conflicts, no_log and wait setting, layer by layer;
     with no CRD and no release anywhere the namespaces lead the first group,
     one call less), ``no_log`` (any layer hides its output) and, in check
@@ -160,7 +160,7 @@ def k8s_batch_layers(queue, applied, helm=None, applysets=None, plans=None):
     planned it. ``helm`` is the registered results of the Helm tasks (their
     loop items are the releases), ``applysets`` the registered k8s_applyset
     result (its ``sets``, by parent name) and ``plans`` the Helm decisions of
-    k8s_helm_plans.
+    helm_releases (its ``plans``).
     """
     layers = _layers(queue)
     k8s_items = []

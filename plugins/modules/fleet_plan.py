@@ -29,6 +29,11 @@ description:
     (C(nvidia_driver_fabricmanager)); and the Kubernetes resources the node advertises under the MIG
     strategy and its device-plugin sharing config (C(gpu_nodes_device_plugin_config)), computed by the
     C(gpuops.platform.gpu_capacity) filter."
+  - Before anything is planned or written, refuses a run where a host in O(hosts) has a variable with a role's
+    prefix or C(gpuops_) that nothing defines (a typo, which would never be read), as
+    M(gpuops.platform.check_variables) with O(gpuops.platform.check_variables#module:host_globals=true) does, and
+    a run where a host's driver settings cannot be used; each host's variables are read once for the checks
+    and the plan.
   - A host's problems (no facts file, a file that is not C(nvml_facts) output, an unknown GPU, an invalid
     MIG layout or driver setting, a capacity the strategy cannot give) are recorded on that host; the
     other hosts are still planned.

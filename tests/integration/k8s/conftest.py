@@ -38,3 +38,36 @@ def render(installed_collection, tmp_path_factory):
         return render_cluster(tmp_path_factory.mktemp(name), extra_vars=extra_vars, nodes=nodes,
                               expect_failure=expect_failure, collections_path=installed_collection, **kw)
     return _render
+
+
+class HelmCalls:
+    """The real helm behind a wrapper that logs each invocation's arguments, first on PATH.
+
+    ``env`` is the environment override for render_cluster (``env=``), ``calls()`` the argument lists
+    (without the binary) of every helm run so far, ``clear()`` forgets them."""
+
+    def __init__(self, folder, real):
+        self.folder, self.log = folder, folder / "calls.log"
+        wrapper = folder / "helm"
+        # One line per run, the arguments separated by a NUL-free unit separator; then the real helm.
+        wrapper.write_text('#!/bin/sh\n{ for a in "$@"; do printf "%%s\\037" "$a"; done; echo; } >> "%s"\n'
+                           'exec "%s" "$@"\n' % (self.log, real))
+        wrapper.chmod(0o755)
+        self.env = {"PATH": str(folder) + os.pathsep + os.environ.get("PATH", "")}
+
+    def calls(self):
+        if not self.log.exists():
+            return []
+        return [line.rstrip("\n").split("\037")[:-1] for line in self.log.read_text().splitlines()]
+
+    def clear(self):
+        if self.log.exists():
+            self.log.unlink()
+
+
+@pytest.fixture
+def helm(helm_dir, tmp_path):
+    """Helm for the apply tests: the pinned binary (helm_dir), each call logged (HelmCalls)."""
+    folder = tmp_path / "helm-wrapper"
+    folder.mkdir()
+    return HelmCalls(folder, helm_dir / "helm")

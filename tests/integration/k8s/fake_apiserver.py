@@ -50,7 +50,9 @@ Beyond server-side apply it follows the API reference where the roles rely on it
 - a virtual kind that only takes a create (v1 Binding, discovery verbs [create])
   answers any other method with 405 MethodNotAllowed.
 """
+import base64
 import copy
+import gzip
 import json
 import re
 import threading
@@ -288,6 +290,20 @@ class FakeAPIServer:
         if manager:
             self.managed[key] = {manager: {"operation": "Update", "apiVersion": key[0], "fields": _leaves(obj),
                                            "time": SEEDED}}
+
+    def add_helm_revision(self, release):
+        """Store one revision of a Helm release as Helm's default ``secrets`` storage driver does
+        (helm's pkg/storage/driver/secrets.go and util.go): a Secret ``sh.helm.release.v1.<name>.v<revision>`` of type
+        ``helm.sh/release.v1``, labelled ``owner=helm``, ``name``, ``status`` and ``version``, whose
+        ``data.release`` is base64 of gzip of the release's JSON (``helm status -o json``'s document), base64
+        again as Secret data. The real helm binary reads these (helm list, get values, history)."""
+        payload = base64.b64encode(gzip.compress(json.dumps(release).encode()))
+        self.add({"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                  "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (release["name"], release["version"]),
+                               "namespace": release["namespace"],
+                               "labels": {"name": release["name"], "owner": "helm", "status": release["info"]["status"],
+                                          "version": str(release["version"])}},
+                  "data": {"release": base64.b64encode(payload).decode()}})
 
     def owners(self, kind, name, namespace=""):
         """{manager: set of dotted field paths} of an object."""

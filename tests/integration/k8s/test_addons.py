@@ -236,9 +236,10 @@ PART_OF = "applyset.kubernetes.io/part-of"
 
 
 def test_turning_the_stack_on_hands_the_namespace_over_and_then_changes_nothing(
-        tmp_path, installed_collection, monkeypatch):
+        tmp_path, installed_collection, monkeypatch, helm):
     """gpu_monitoring created the namespace; once the stack creates it, the stack's layer owns it, and
-    gpu_monitoring's prune must not delete it. No helm binary is here: the release is seeded as deployed."""
+    gpu_monitoring's prune must not delete it. No chart is here: the release is seeded as deployed, and the
+    real helm finds it so."""
     monkeypatch.setitem(fake_apiserver.RESOURCES, "monitoring.coreos.com/v1", [
         ("prometheusrules", "PrometheusRule", True), ("servicemonitors", "ServiceMonitor", True),
         ("podmonitors", "PodMonitor", True)])
@@ -254,9 +255,9 @@ def test_turning_the_stack_on_hands_the_namespace_over_and_then_changes_nothing(
         before = api.get("Namespace", "monitoring")["metadata"]["labels"][PART_OF]
         assert api.get("PrometheusRule", "gpuops-gpu", "monitoring") is not None
 
-        api.add(core.helm_storage(entry["release"], entry["values"], 1, "deployed", entry["release"]["version"]))
+        core.helm_storage(api, entry["release"], entry["values"], 1, "deployed", entry["release"]["version"])
         del api.requests[:]
-        core.run(tmp_path, api, "stack", collections=installed_collection, extra=stack)
+        core.run(tmp_path, api, "stack", collections=installed_collection, extra=stack, env=helm.env)
         ns = api.get("Namespace", "monitoring")
         assert ns is not None and not [r for r in api.requests if r[0] == "DELETE" and "monitoring" in r[1]]
         stack_set = api.get("Secret", "gpuops-kube-prometheus-stack", "gpuops-system")
@@ -265,6 +266,8 @@ def test_turning_the_stack_on_hands_the_namespace_over_and_then_changes_nothing(
         assert api.get("PrometheusRule", "gpuops-gpu", "monitoring") is not None
 
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
-        again = core.run(tmp_path, api, "again", collections=installed_collection, extra=stack)
+        helm.clear()
+        again = core.run(tmp_path, api, "again", collections=installed_collection, extra=stack, env=helm.env)
         assert "changed=0" in core.recap(again), core.recap(again)
+        assert [c[:2] for c in helm.calls()] == [["list", "--all"], ["get", "values"]]
         assert {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()} == rv

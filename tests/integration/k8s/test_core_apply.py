@@ -3,12 +3,11 @@
 What the render tests cannot see: the same objects really go out by
 server-side apply with our field manager, one task per phase, the taints are
 merged, the allocatable check reads the nodes, a second run changes nothing,
-and check mode writes nothing. The GPU Operator release needs the helm binary
-and a chart, so it is left out here.
+and check mode writes nothing. The GPU Operator release needs a chart, so it is
+left out here, except where it is seeded as deployed in Helm's storage and the
+real helm (tests/conftest.py, helm_dir) reads it.
 """
-import base64
 import collections
-import gzip
 import json
 import urllib.error
 import urllib.request
@@ -37,7 +36,8 @@ def seed(api, allocatable_a):
         "kubernetes.io/hostname": "gpu-a", "nvidia.com/device-plugin.config": "default"}}), manager="kubectl-label")
 
 
-def run(tmp_path, api, name, args=(), expect_failure=False, collections=None, extra=None, playbook="playbooks/cluster.yml"):
+def run(tmp_path, api, name, args=(), expect_failure=False, collections=None, extra=None, playbook="playbooks/cluster.yml",
+        env=None):
     return render_cluster(tmp_path / name, extra_vars=dict({
         "gpuops_k8s_render_dir": "",
         "gpuops_k8s_host": api.url,
@@ -52,7 +52,7 @@ def run(tmp_path, api, name, args=(), expect_failure=False, collections=None, ex
         "gpu_tenants_list": TENANTS,
         "gpu_nodes_validate_retries": 1,
         "gpu_nodes_validate_delay": 0,
-    }, **(extra or {})), nodes=NODES, env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, args=args,
+    }, **(extra or {})), nodes=NODES, env=dict({"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, **(env or {})), args=args,
         expect_failure=expect_failure, collections_path=collections, playbook=playbook)
 
 
@@ -159,55 +159,59 @@ def test_allocatable_that_differs_from_the_facts_fails_naming_the_node(tmp_path,
         assert "node gpu-a: allocatable nvidia.com/gpu is %d, expected %d" % (gpus, gpus * 4) in flat, result.output[-3000:]
 
 
-def helm_storage(release, values, revision, status, chart_version):
-    """A revision as Helm's secrets driver stores it (see tests/unit/plugins/filter/test_k8s_helm.py)."""
-    doc = {"name": release["name"], "namespace": release["namespace"], "version": revision,
-           "info": {"status": status, "description": "", "first_deployed": "", "last_deployed": ""},
-           "chart": {"metadata": {"name": release["chart"], "version": chart_version, "appVersion": chart_version}},
-           "config": values, "manifest": ""}
-    payload = base64.b64encode(gzip.compress(json.dumps(doc).encode()))
-    return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-            "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (release["name"], revision),
-                         "namespace": release["namespace"],
-                         "labels": {"name": release["name"], "owner": "helm", "status": status, "version": str(revision)}},
-            "data": {"release": base64.b64encode(payload).decode()}}
+def helm_storage(api, release, values, revision, status, chart_version):
+    """Seed one revision of ``release`` into Helm's storage, as helm would have left it."""
+    api.add_helm_revision({
+        "name": release["name"], "namespace": release["namespace"], "version": revision,
+        "info": {"status": status, "description": "", "first_deployed": "", "last_deployed": ""},
+        "chart": {"metadata": {"name": release["chart"], "version": chart_version, "appVersion": chart_version}},
+        "config": values, "manifest": ""})
 
 
-def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(tmp_path, installed_collection):
-    """No helm binary is on PATH here: a run that called helm would fail."""
-    operator = {"gpu_operator_enabled": True, "gpu_operator_wait_ready": False}
+def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(tmp_path, installed_collection, helm):
+    """helm itself is asked, once for the run, and only what the decision needs: no install, no upgrade."""
+    marker = "values-marker-5d2c"
+    operator = {"gpu_operator_enabled": True, "gpu_operator_wait_ready": False,
+                "gpu_operator_values": {"gpuopsTestMarker": marker}}
     planned = render_cluster(tmp_path / "render", extra_vars=dict(operator, gpu_sharing_configs=SHARING,
                                                                   gpu_tenants_list=TENANTS),
                              nodes=NODES, collections_path=installed_collection).releases["gpu-operator"]
     release, values = planned["release"], planned["values"]
+    assert values["gpuopsTestMarker"] == marker
     gpus = len(load_facts("hgx-h100")["gpus"])
     with FakeAPIServer() as api:
         seed(api, str(gpus * 4))
         api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": release["namespace"]}})
-        # Deployed as wanted, after an upgrade: the run reads it and calls no helm.
-        api.add(helm_storage(release, values, 1, "superseded", "v0.0.1"))
-        deployed = helm_storage(release, values, 2, "deployed", release["version"])
-        api.add(deployed)
+        # Deployed as wanted, after an upgrade: the run asks helm and installs nothing.
+        helm_storage(api, release, values, 1, "superseded", "v0.0.1")
+        helm_storage(api, release, values, 2, "deployed", release["version"])
         # Someone else's release of the same name in another namespace, left pending: not ours, so not
         # recovered (that would call helm) and not what decides about ours.
         api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab"}})
-        api.add(helm_storage(dict(release, namespace="lab"), {}, 5, "pending-install", release["version"]))
-        result = run(tmp_path, api, "deployed", args=["-v"], collections=installed_collection, extra=operator)
-        # One storage lookup for every release of the run, across namespaces.
-        lookups = [r for r in api.requests if r[1].endswith("/secrets") and "owner=helm" in "".join(r[2].get("labelSelector", []))]
-        assert [(r[1], r[2]["labelSelector"]) for r in lookups] == [("/api/v1/secrets", ["owner=helm,name in (gpu-operator)"])]
+        helm_storage(api, dict(release, namespace="lab"), {}, 5, "pending-install", release["version"])
+        result = run(tmp_path, api, "deployed", args=["-vvv"], collections=installed_collection, extra=operator,
+                     env=helm.env)
+        # One helm list for every release of the run, then the values of the one deployed at the wanted chart.
+        assert helm.calls() == [
+            ["list", "--all", "--all-namespaces", "--max", "0", "--filter", "^(?:gpu\\-operator)$", "-o", "json"],
+            ["get", "values", "gpu-operator", "--namespace", "gpu-operator", "-o", "json"]]
         assert "chart %s and values already deployed" % release["version"] in result.output
-        # Helm's stored release (values included) never reaches the log.
-        assert deployed["data"]["release"][:40] not in result.output
+        # The module's result, as -vvv shows it, carries the decision, never the values.
+        task = result.output.split("Ask helm for the state of every release and decide]", 1)[1].split("TASK [", 1)[0]
+        assert "chart %s and values already deployed" % release["version"] in task
+        assert marker not in task
         assert "Kubernetes GPU stack applied" in " ".join(result.output.split())
 
         # An upgrade interrupted at revision 3, with recovery off: stop before any change, naming the command.
-        api.add(helm_storage(release, values, 3, "pending-upgrade", release["version"]))
+        helm_storage(api, release, values, 3, "pending-upgrade", release["version"])
+        helm.clear()
         failed = run(tmp_path, api, "pending", collections=installed_collection, expect_failure=True,
-                     extra=dict(operator, gpuops_k8s_helm_recover=False))
+                     extra=dict(operator, gpuops_k8s_helm_recover=False), env=helm.env)
         flat = " ".join(failed.output.split())
         assert "Helm release gpu-operator in namespace gpu-operator is pending-upgrade (revision 3)" in flat
         assert "`helm rollback gpu-operator 2 --namespace gpu-operator`" in flat
+        # The history is read only for the pending release, to find the revision to roll back to.
+        assert [c[:2] for c in helm.calls()] == [["list", "--all"], ["history", "gpu-operator"]]
 
 
 PART_OF = "applyset.kubernetes.io/part-of"

@@ -1,11 +1,12 @@
 """The whole stack through cluster.yml against the in-memory API server: every
 layer on, each Helm release already deployed as planned (seeded into Helm's
-storage, as no helm binary is here) and its chart's CRDs Established.
+storage, where the real helm reads it; no chart is installed here) and its
+chart's CRDs Established.
 
 What a per-layer test cannot see: the layers are applied phase by phase
-together, a no-op run changes nothing and calls no helm, sends one
-server-side apply per object and nothing else that writes, reads Helm's
-storage once, waits for no CRD that was already served, taints no node that
+together, a no-op run changes nothing, runs one `helm list` and no install or
+upgrade, sends one server-side apply per object and nothing else that writes,
+waits for no CRD that was already served, taints no node that
 has its taints, and still reports one line per layer."""
 import re
 import threading
@@ -63,7 +64,7 @@ def seed(api, workdir, collections, playbook="playbooks/cluster.yml"):
                              playbook=playbook)
     for entry in planned.releases.values():
         api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": entry["release"]["namespace"]}})
-        api.add(core.helm_storage(entry["release"], entry["values"], 1, "deployed", entry["release"]["version"]))
+        core.helm_storage(api, entry["release"], entry["values"], 1, "deployed", entry["release"]["version"])
     for name, (group, version, plural, kind, scope) in CHART_CRDS.items():
         api.add({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name},
                  "spec": {"group": group, "scope": scope, "names": {"plural": plural, "kind": kind},
@@ -72,9 +73,10 @@ def seed(api, workdir, collections, playbook="playbooks/cluster.yml"):
     return planned
 
 
-def run(api, workdir, name, collections, args=(), playbook="playbooks/cluster.yml"):
+def run(api, workdir, name, collections, args=(), playbook="playbooks/cluster.yml", env=None):
     return render_cluster(workdir / name, extra_vars=stack_vars(api), nodes=NODES, args=args, playbook=playbook,
-                          env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, collections_path=collections)
+                          env=dict({"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, **(env or {})),
+                          collections_path=collections)
 
 
 @pytest.fixture
@@ -84,14 +86,16 @@ def served_kinds(monkeypatch):
 
 
 def test_the_whole_stack_applies_phase_by_phase_and_a_no_op_only_applies_each_object_once(
-        tmp_path, installed_collection, served_kinds):
+        tmp_path, installed_collection, served_kinds, helm):
     with FakeAPIServer() as api:
         planned = seed(api, tmp_path, installed_collection)
         assert len(planned.releases) == 7
-        first = run(api, tmp_path, "first", installed_collection)
+        first = run(api, tmp_path, "first", installed_collection, env=helm.env)
         flat = " ".join(first.output.split())
-        # Every release was found deployed as wanted, so no helm call was made (there is no helm binary).
+        # Every release was found deployed as wanted: helm was asked (one list, then each one's values)
+        # and installed or upgraded nothing.
         assert "releases dra-driver-nvidia-gpu" in flat and "kubernetes.core.helm" not in flat
+        assert sorted(c[:2] for c in helm.calls()) == sorted([["list", "--all"]] + [["get", "values"]] * 7)
         # Objects of every layer went out, the node labels forced, the others not.
         assert api.get("ClusterQueue", "gpu-fleet") is not None and api.get("Queue", "team-a") is not None
         assert api.get("NicClusterPolicy", "nic-cluster-policy") is not None
@@ -107,16 +111,22 @@ def test_the_whole_stack_applies_phase_by_phase_and_a_no_op_only_applies_each_ob
 
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
         del api.requests[:]
-        noop = run(api, tmp_path, "noop", installed_collection)
+        helm.clear()
+        noop = run(api, tmp_path, "noop", installed_collection, env=helm.env)
         assert "changed=0" in core.recap(noop), core.recap(noop)
         assert {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()} == rv
         writes = api.writes()
         # Nothing but one server-side apply per planned object: no taint patch, no ApplySet parent write.
         assert all(r[0] == "PATCH" and r[3] == "application/apply-patch+yaml" for r in writes), writes
         assert len(writes) == objects
-        # Helm's storage read once, for every release; no CRD waited for (all were served at discovery).
-        helm_reads = [r for r in api.requests if "owner=helm" in "".join(r[2].get("labelSelector", []))]
-        assert len(helm_reads) == 1 and helm_reads[0][1] == "/api/v1/secrets"
+        # One helm list for every release, each deployed release's values, and no install or upgrade
+        # (helm reads its own storage: its one list across namespaces, then each release's latest revision).
+        calls = helm.calls()
+        assert [c[0] for c in calls].count("list") == 1
+        assert sorted(c[:3] for c in calls) == sorted([["list", "--all", "--all-namespaces"]] + [
+            ["get", "values", name] for name in planned.releases])
+        assert not [c for c in calls if c[0] in ("install", "upgrade", "rollback", "uninstall")]
+        # No CRD waited for (all were served at discovery).
         assert not [r for r in api.requests if r[1].startswith("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/")]
         # Both nodes have their taints: k8s_taint is not run for either.
         taint_task = noop.output.split("Taint the GPU nodes]", 1)[1].split("TASK [", 1)[0]
@@ -126,7 +136,7 @@ def test_the_whole_stack_applies_phase_by_phase_and_a_no_op_only_applies_each_ob
             assert re.search(r"\b\d\d %s: \d+ objects[^.]*?, unchanged" % layer, noop_flat), layer
 
 
-def test_a_chart_crd_not_served_at_discovery_is_waited_for(tmp_path, installed_collection, served_kinds):
+def test_a_chart_crd_not_served_at_discovery_is_waited_for(tmp_path, installed_collection, served_kinds, helm):
     """As on a first install: KubeRay's chart brings its CRD during the run, after discovery."""
     with FakeAPIServer() as api:
         seed(api, tmp_path, installed_collection)
@@ -145,7 +155,7 @@ def test_a_chart_crd_not_served_at_discovery_is_waited_for(tmp_path, installed_c
 
         installer = threading.Thread(target=chart_installs_the_crd, daemon=True)
         installer.start()
-        run(api, tmp_path, "first", installed_collection)
+        run(api, tmp_path, "first", installed_collection, env=helm.env)
         installer.join(5)
         crd_gets = sorted(set(r[1].rpartition("/")[2] for r in api.requests
                               if r[1].startswith("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/")))

@@ -101,7 +101,7 @@ def test_check_mode_leaves_out_what_the_server_cannot_dry_run_and_says_so_per_la
 
 
 @pytest.mark.parametrize("bad", ["a,b", "x) ,owner!=helm", "Upper", "a" * 54])
-def test_release_names_that_would_break_the_storage_selector_are_refused(bad):
+def test_release_names_that_would_break_a_helm_command_line_are_refused(bad):
     with pytest.raises(AnsibleFilterError, match="Helm release name .* is invalid"):
         k8s_batch([layer("kueue", 50, [], [dict(RELEASE, name=bad)])])
 

@@ -1,9 +1,7 @@
 """The Helm release decision (install, upgrade, nothing, or recover first) on
-recorded `helm history -o json` / `helm status -o json` outputs of every
-state (fixtures/helm, see SOURCE.md there), and the decoding of Helm's storage
-Secrets that the live path reads instead of calling helm."""
-import base64
-import gzip
+what the real helm printed about a release caught in each state (fixtures/helm,
+recorded by record.py there, see SOURCE.md): `helm list --all -o json`, and
+where the decision needs them `helm history -o json` and `helm get values -o json`."""
 import json
 from pathlib import Path
 
@@ -12,22 +10,35 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.filter import k8s_helm as f
 from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import k8s_helm_release
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
 
 FIXTURES = Path(__file__).parent / "fixtures" / "helm"
 VALUES = {"driver": {"enabled": False}, "toolkit": {"enabled": False}, "mig": {"strategy": "single"},
           "devicePlugin": {"config": {"name": "nvidia-device-plugin-config", "default": "default"}}}
-WANTED = k8s_helm_release({"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator",
-                           "version": "v25.3.0", "repo_url": "https://helm.ngc.nvidia.com/nvidia", "values": VALUES})
+RAW = {"name": "gpu-operator", "namespace": "gpu-operator", "chart": "gpu-operator",
+       "version": "v25.3.0", "repo_url": "https://helm.ngc.nvidia.com/nvidia", "values": VALUES}
+WANTED = k8s_helm_release(RAW)
+STATES = sorted(p.name[:-len(".list.json")] for p in FIXTURES.glob("*.list.json"))
 
 
-def recorded(state):
-    return (json.loads((FIXTURES / ("%s.history.json" % state)).read_text()),
-            json.loads((FIXTURES / ("%s.status.json" % state)).read_text()))
+def recorded(state, what):
+    return json.loads((FIXTURES / ("%s.%s.json" % (state, what))).read_text())
 
 
 def decide(state, recover=True, wanted=None):
-    history, status = recorded(state)
-    return f.k8s_helm_decide(wanted or WANTED, history, status, recover)
+    """As helm_releases decides: the listed entry, then only what helm.needs() says it reads."""
+    wanted = wanted or WANTED
+    listed = helm.listed_by_release(recorded(state, "list"))[("gpu-operator", "gpu-operator")]
+    need = helm.needs(wanted, listed)
+    history = recorded(state, "history") if need == "history" else None
+    values = recorded(state, "values") if need == "values" else None
+    return f.k8s_helm_decide(wanted, listed, history, values, recover)
+
+
+def test_every_state_was_recorded():
+    assert STATES == ["deployed", "deployed-old-chart", "deployed-other-values", "failed", "pending-install",
+                      "pending-rollback", "pending-upgrade", "pending-upgrade-after-failed-install", "uninstalled",
+                      "uninstalling"]
 
 
 @pytest.mark.parametrize("state, recover, rollback_to, action", [
@@ -42,12 +53,20 @@ def decide(state, recover=True, wanted=None):
 ])
 def test_pending_states_recover_the_way_helm_advises(state, recover, rollback_to, action):
     plan = decide(state)
-    history, dummy = recorded(state)
+    listed = recorded(state, "list")[0]
     assert (plan["recover"], plan["rollback_to"], plan["action"]) == (recover, rollback_to, action)
-    assert (plan["state"], plan["revision"]) == (history[-1]["status"], history[-1]["revision"])
+    assert (plan["state"], str(plan["revision"])) == (listed["status"], listed["revision"])
     verb = "rollback gpu-operator %d" % rollback_to if recover == "rollback" else "uninstall gpu-operator"
     assert plan["command"] == "helm %s --namespace gpu-operator" % verb
     assert plan["state"] in plan["reason"]
+
+
+@pytest.mark.parametrize("state, need", [
+    ("deployed", "values"), ("deployed-other-values", "values"), ("deployed-old-chart", ""), ("failed", ""),
+    ("uninstalled", ""), ("uninstalling", ""), ("pending-install", "history"), ("pending-upgrade", "history"),
+    ("pending-rollback", "history"), ("pending-upgrade-after-failed-install", "history")])
+def test_more_is_read_only_where_the_decision_needs_it(state, need):
+    assert helm.needs(WANTED, recorded(state, "list")[0]) == need
 
 
 @pytest.mark.parametrize("state", ["pending-install", "pending-upgrade", "pending-rollback", "uninstalling"])
@@ -71,8 +90,14 @@ def test_settled_states(state, action):
     assert (plan["action"], plan["recover"]) == (action, "")
 
 
-def test_no_history_installs():
-    assert f.k8s_helm_decide(WANTED, [], None)["action"] == "install"
+def test_not_listed_installs():
+    assert f.k8s_helm_decide(WANTED, None)["action"] == "install"
+    assert helm.listed_by_release([]) == {}
+
+
+def test_a_release_listed_in_another_namespace_is_not_ours():
+    theirs = [dict(e, namespace="lab") for e in recorded("pending-install", "list")]
+    assert ("gpu-operator", "gpu-operator") not in helm.listed_by_release(theirs)
 
 
 def test_values_that_differ_only_in_a_nested_key_upgrade():
@@ -82,119 +107,78 @@ def test_values_that_differ_only_in_a_nested_key_upgrade():
 
 
 def test_values_compare_as_helm_stores_them():
-    # A tuple or an int-valued float from a template is the same JSON.
-    wanted = dict(WANTED, values=dict(VALUES, extra=(1, 2.0)))
-    history, status = recorded("deployed")
-    status = dict(status, config=dict(VALUES, extra=[1, 2.0]))
-    assert f.k8s_helm_decide(wanted, history, status)["action"] == "unchanged"
+    # A tuple or an int-valued float from a template is the same JSON; helm keeps numbers as float64.
+    wanted = dict(WANTED, values=dict(VALUES, extra=(1, 2.0), big=2 ** 40))
+    listed = recorded("deployed", "list")[0]
+    deployed = dict(recorded("deployed", "values"), extra=[1.0, 2], big=float(2 ** 40))
+    assert f.k8s_helm_decide(wanted, listed, None, deployed)["action"] == "unchanged"
+    # But a string is not a number, and true is not 1.
+    assert f.k8s_helm_decide(dict(wanted, values=dict(wanted["values"], big="1099511627776")),
+                             listed, None, deployed)["action"] == "upgrade"
+    assert helm.values_digest({"a": True}) != helm.values_digest({"a": 1})
+
+
+def test_the_digest_stands_for_the_values():
+    """What the module gets instead of the values decides the same way."""
+    wanted = f.k8s_helm_wanted([RAW])[0]
+    assert set(wanted) == {"name", "namespace", "chart", "chart_version", "values_digest"}
+    assert wanted["values_digest"] == helm.values_digest(VALUES) and wanted["values_digest"].startswith("sha256:")
+    assert "nvidia-device-plugin-config" not in json.dumps(wanted)
+    assert decide("deployed", wanted=wanted)["action"] == "unchanged"
+    assert decide("deployed-other-values", wanted=wanted)["action"] == "upgrade"
+    # helm prints null for a release without values.
+    assert f.k8s_helm_decide(f.k8s_helm_wanted([dict(RAW, values={})])[0], recorded("deployed", "list")[0],
+                             None, {})["action"] == "unchanged"
+
+
+def test_deployed_without_its_values_read_upgrades():
+    assert f.k8s_helm_decide(WANTED, recorded("deployed", "list")[0])["action"] == "upgrade"
 
 
 def test_another_chart_under_the_same_release_name_upgrades():
-    history, status = recorded("deployed")
-    status = json.loads(json.dumps(status))
-    status["chart"]["metadata"]["name"] = "other-chart"
-    assert f.k8s_helm_decide(WANTED, history, status)["action"] == "upgrade"
+    listed = dict(recorded("deployed", "list")[0], chart="other-chart-v25.3.0")
+    assert helm.needs(WANTED, listed) == ""
+    assert f.k8s_helm_decide(WANTED, listed, None, VALUES)["action"] == "upgrade"
+    # A chart from a path has no name to compare: its version is.
+    path = dict(WANTED, chart=None)
+    assert helm.needs(path, recorded("deployed", "list")[0]) == "values"
+    assert helm.needs(path, recorded("deployed-old-chart", "list")[0]) == ""
 
 
 def test_history_order_does_not_matter():
-    history, status = recorded("pending-upgrade")
-    assert f.k8s_helm_decide(WANTED, list(reversed(history)), status)["rollback_to"] == 2
+    listed = recorded("pending-upgrade", "list")[0]
+    history = list(reversed(recorded("pending-upgrade", "history")))
+    assert f.k8s_helm_decide(WANTED, listed, history)["rollback_to"] == 2
 
 
 def test_an_unknown_status_fails_with_the_history_command():
-    history, status = recorded("deployed")
-    history[-1]["status"] = "unknown"
-    plan = f.k8s_helm_decide(WANTED, history, status)
+    listed = dict(recorded("deployed", "list")[0], status="unknown")
+    plan = f.k8s_helm_decide(WANTED, listed)
     assert plan["action"] == "fail"
     assert "helm history gpu-operator --namespace gpu-operator" in plan["reason"]
 
 
+def test_list_arguments_name_only_the_wanted_releases():
+    args = helm.list_args([WANTED, dict(WANTED, name="kai.scheduler"), WANTED])
+    assert args == ["list", "--all", "--all-namespaces", "--max", "0", "--filter",
+                    "^(?:gpu\\-operator|kai\\.scheduler)$", "-o", "json"]
+    with pytest.raises(ValueError, match="helm list printed dict"):
+        helm.listed_by_release({"releases": []})
+
+
 def test_a_release_without_name_is_refused():
-    with pytest.raises(AnsibleFilterError, match="name and namespace"):
-        f.k8s_helm_decide({"namespace": "x"}, [], None)
+    with pytest.raises(AnsibleFilterError, match="needs a name and a namespace"):
+        f.k8s_helm_decide({"namespace": "x"}, None)
 
 
 @pytest.mark.parametrize("name, namespace, error", [
-    ("gpu-operator,owner!=helm", "gpu-operator", "release name 'gpu-operator,owner!=helm' is invalid"),
+    ("gpu-operator|.*", "gpu-operator", r"release name 'gpu-operator\|\.\*' is invalid"),
     ("x" * 54, "gpu-operator", "at most 53 characters"),
     ("Upper", "gpu-operator", "is invalid"),
     ("gpu-operator", "gpu operator", "namespace 'gpu operator' is not a valid namespace name"),
 ])
-def test_names_that_reach_a_selector_or_command_line_are_validated(name, namespace, error):
+def test_names_that_reach_a_command_line_are_validated(name, namespace, error):
     with pytest.raises(AnsibleFilterError, match=error):
-        f.k8s_helm_decide(dict(WANTED, name=name, namespace=namespace), [], None)
-
-
-# --- Helm's storage Secrets (what one k8s_info call per release returns) ------
-
-def storage_secret(release):
-    """As Helm's secrets driver stores it: JSON, gzip, base64; the Secret's data base64 on top."""
-    payload = base64.b64encode(gzip.compress(json.dumps(release).encode()))
-    return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-            "metadata": {"name": "sh.helm.release.v1.%s.v%d" % (release["name"], release["version"]),
-                         "namespace": release["namespace"],
-                         "labels": {"name": release["name"], "owner": "helm", "status": release["info"]["status"],
-                                    "version": str(release["version"])}},
-            "data": {"release": base64.b64encode(payload).decode()}}
-
-
-def revisions(state):
-    """Every revision of a recorded state as its own release document."""
-    history, status = recorded(state)
-    out = []
-    for entry in history:
-        rel = json.loads(json.dumps(status))
-        rel["version"] = entry["revision"]
-        rel["info"].update(status=entry["status"], description=entry["description"], last_deployed=entry["updated"])
-        name, dummy, version = entry["chart"].rpartition("-")
-        rel["chart"]["metadata"].update(name=name, version=version, appVersion=entry["app_version"])
-        out.append(rel)
-    return out
-
-
-@pytest.mark.parametrize("state", ["deployed", "pending-install", "pending-upgrade", "pending-rollback", "failed"])
-def test_storage_secrets_give_helms_own_history_and_status(state):
-    history, status = recorded(state)
-    secrets = [storage_secret(r) for r in reversed(revisions(state))]
-    got = f.k8s_helm_state(secrets)
-    assert got["history"] == history
-    assert got["status"] == status
-
-
-def test_plans_pair_each_release_with_its_lookup():
-    lookups = {"results": [{"resources": [storage_secret(r) for r in revisions("pending-upgrade")]},
-                           {"resources": []}]}
-    other = dict(WANTED, name="kueue", namespace="kueue-system")
-    plans = f.k8s_helm_plans([WANTED, other], lookups, True)
-    assert [(p["name"], p["recover"], p["action"]) for p in plans] == [
-        ("gpu-operator", "rollback", "upgrade"), ("kueue", "", "install")]
-    with pytest.raises(AnsibleFilterError, match="2 releases but 1 lookups"):
-        f.k8s_helm_plans([WANTED, other], {"results": [{"resources": []}]})
-
-
-def test_one_lookup_of_every_release_is_split_by_namespace_and_name():
-    """What flush reads: one list of owner=helm,name in (...) across namespaces."""
-    ours = [storage_secret(r) for r in revisions("pending-upgrade")]
-    # The same release name in another namespace is someone else's release, deployed there.
-    theirs = []
-    for rel in revisions("deployed"):
-        rel = dict(rel, namespace="lab")
-        theirs.append(storage_secret(rel))
-    other = dict(WANTED, name="kueue", namespace="kueue-system")
-    plans = f.k8s_helm_plans([WANTED, other], {"resources": theirs + ours}, True)
-    assert [(p["name"], p["namespace"], p["state"], p["recover"], p["action"]) for p in plans] == [
-        ("gpu-operator", "gpu-operator", "pending-upgrade", "rollback", "upgrade"),
-        ("kueue", "kueue-system", "", "", "install")]
-    # Only the other namespace has the release: ours is not installed.
-    alone = f.k8s_helm_plans([WANTED], {"resources": theirs}, True)
-    assert [(p["state"], p["action"], p["reason"]) for p in alone] == [("", "install", "not installed")]
-
-
-def test_a_secret_that_is_not_helms_is_ignored_and_a_broken_one_named():
-    foreign = storage_secret(revisions("deployed")[0])
-    foreign["metadata"]["labels"]["owner"] = "someone-else"
-    assert f.k8s_helm_state([foreign])["status"] is None
-    broken = storage_secret(revisions("deployed")[0])
-    broken["data"]["release"] = base64.b64encode(b"not base64 of gzip!").decode()
-    with pytest.raises(AnsibleFilterError, match="sh.helm.release.v1.gpu-operator.v1 cannot be decoded"):
-        f.k8s_helm_state([broken])
+        f.k8s_helm_decide(dict(WANTED, name=name, namespace=namespace), None)
+    with pytest.raises(AnsibleFilterError, match=error):
+        f.k8s_helm_wanted([dict(RAW, name=name, namespace=namespace)])

@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""Variables that look like a role's (or the platform's) but that nothing defines: the one check of every entry point.
+
+Private to the collection; the ``check_variables`` action and the fleet planner
+(which reads the variables of hosts that run no play of their own) use it.
+
+Argument specs validate the variables a role knows; a misspelt one
+(``gpu_sharing_config`` for ``gpu_sharing_configs``) is simply never read.
+This finds, among the variables of a host, every name with a role's prefix
+``<role>_`` or ``gpuops_`` that the role's ``meta/argument_specs.yml`` (or
+``meta/variables.yml`` for ``gpuops_*``) does not define, naming the closest
+known one, or the new name of a variable that ``meta/variables.yml`` lists as
+renamed.
+
+A name belongs to the role with the longest matching prefix, so ``gpu_nodes_x``
+is gpu_nodes' even if a role ``gpu`` existed. Facts and registered results
+(set by tasks, not by the user) and internal names (``__x``, ``<role>__x``)
+are not checked.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import difflib
+import os
+
+import yaml
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
+
+GLOBAL_PREFIX = "gpuops_"
+# This file is <collection>/plugins/plugin_utils/variable_check.py.
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_CATALOGS = {}
+
+
+def _yaml(path):
+    try:
+        with open(path, "rb") as handle:
+            return yaml.safe_load(handle) or {}
+    except FileNotFoundError:
+        return {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise AnsibleError("cannot read %s: %s" % (path, to_text(exc)))
+
+
+def load_catalog(root=COLLECTION_ROOT):
+    """``{"roles": {role: set(names)}, "globals": set(names), "renamed": {old: new}}`` from the collection's
+    files (read once per process)."""
+    if root in _CATALOGS:
+        return _CATALOGS[root]
+    roles, global_names = {}, set()
+    roles_dir = os.path.join(root, "roles")
+    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
+        base = os.path.join(roles_dir, role)
+        specs = _yaml(os.path.join(base, "meta", "argument_specs.yml")).get("argument_specs") or {}
+        names = set()
+        for entry in specs.values():
+            names.update((entry or {}).get("options") or {})
+        # Defaults and role vars are defined by the role itself, so never a typo.
+        for folder in ("defaults", "vars"):
+            names.update(_yaml(os.path.join(base, folder, "main.yml")))
+        global_names.update(n for n in names if n.startswith(GLOBAL_PREFIX))
+        roles[role] = set(n for n in names if n.startswith(role + "_"))
+    listed = _yaml(os.path.join(root, "meta", "variables.yml"))
+    for section in ("variables", "facts"):
+        global_names.update(listed.get(section) or {})
+    catalog = {"roles": roles, "globals": global_names, "renamed": dict(listed.get("renamed") or {})}
+    _CATALOGS[root] = catalog
+    return catalog
+
+
+def owner(name, roles):
+    """The role whose prefix ``<role>_`` is the longest start of ``name``, or None."""
+    best = None
+    for role in roles:
+        if name.startswith(role + "_") and (best is None or len(role) > len(best)):
+            best = role
+    return best
+
+
+def _internal(name, role):
+    # _x, <role>__x and gpuops_<area>__x are internal (play vars, set_fact)
+    return name.startswith("_") or "__" in name
+
+
+def unknown_variables(names, catalog, roles=None, check_globals=True):
+    """``[(name, owner, closest known name or None, known names)]`` for the names nothing defines.
+
+    ``roles``: the roles whose prefixes are checked (default every role of the catalog).
+    """
+    all_roles = catalog["roles"]
+    checked = set(all_roles if roles is None else roles)
+    problems = []
+    for name in sorted(set(to_text(n) for n in names)):
+        role = owner(name, all_roles)
+        if role is not None:
+            if role not in checked or _internal(name, role) or name in all_roles[role]:
+                continue
+            known = all_roles[role]
+        elif name.startswith(GLOBAL_PREFIX) and check_globals and not _internal(name, None):
+            if name in catalog["globals"]:
+                continue
+            role, known = "gpuops", catalog["globals"]
+        else:
+            continue
+        if name in catalog.get("renamed", {}):
+            problems.append((name, role, catalog["renamed"][name], sorted(known)))
+            continue
+        # Compare what follows the shared prefix, or every name would look close.
+        prefix = GLOBAL_PREFIX if role == "gpuops" else role + "_"
+        suffixes = dict((k[len(prefix):], k) for k in known)
+        close = difflib.get_close_matches(name[len(prefix):], sorted(suffixes), n=1, cutoff=0.6)
+        problems.append((name, role, suffixes[close[0]] if close else None, sorted(known)))
+    return problems
+
+
+def format_problems(problems_by_host, renamed=None, sources=None):
+    """One line per unknown variable and hint, its hosts grouped; ``renamed`` ({old: new}) names the new
+    variable of a renamed one, ``sources`` ({name: [file, ...]}) the inventory files that set it."""
+    renamed = renamed or {}
+    sources = sources or {}
+    grouped = {}
+    for host, problems in problems_by_host:
+        for name, role, close, known in problems:
+            key = (name, role, close, tuple(known))
+            if key not in grouped:
+                grouped[key] = []
+            if host not in grouped[key]:
+                grouped[key].append(host)
+    lines = []
+    for (name, role, close, known), hosts in grouped.items():
+        where = "platform-wide (meta/variables.yml)" if role == "gpuops" else "role %s" % role
+        if name in renamed:
+            hint = "it was renamed: set %s instead" % renamed[name]
+        else:
+            hint = "did you mean %s?" % close if close else "known: %s" % ", ".join(known)
+        files = sources.get(name) or []
+        origin = "; set in %s" % ", ".join(files) if files else ""
+        lines.append("%s (%s%s): no such variable in %s, so it would be ignored; %s" % (
+            name, hosts_phrase(hosts), origin, where, hint))
+    return lines
+
+
+def refusal(lines):
+    """The failure message of the lines of check_hosts."""
+    return "Unknown variables (a typo is never read):\n" + "\n".join(lines)
+
+
+def check_hosts(targets, manager, catalog, roles=None):
+    """``(checked, unknown, lines)`` for ``targets``, ``[(host, variables mapping, check_globals)]``.
+
+    ``checked``: how many names were looked at; ``unknown``: the unknown names; ``lines``: one message line per
+    unknown variable (format_problems), empty when there is none. ``manager``: the VariableManager whose facts
+    and registered results are left out (None: nothing is). Hosts with the same variable names (a group's
+    hosts) are judged once.
+    """
+    found, checked, where, judged = [], 0, [], {}
+    for host, variables, check_globals in targets:
+        names = frozenset(variables) - set_by_tasks(manager, host)
+        checked += len(names)
+        key = (names, check_globals)
+        if key not in judged:
+            judged[key] = unknown_variables(names, catalog, roles, check_globals)
+        if judged[key]:
+            found.append((host, judged[key]))
+            where.append(variables)
+    unknown = _unique(p[0] for host, ps in found for p in ps)
+    lines = format_problems(found, catalog["renamed"], variable_sources(unknown, where)) if found else []
+    return checked, unknown, lines
+
+
+def _unique(items):
+    out = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def set_by_tasks(manager, host):
+    """Names set by set_fact, register or fact gathering on ``host``: results, not user input."""
+    names = set()
+    if manager is None:
+        return names
+    names.update(getattr(manager, "_nonpersistent_fact_cache", {}).get(host) or {})
+    try:
+        names.update(manager._fact_cache.get(host) or {})
+    except (KeyError, AttributeError):
+        pass
+    return names
