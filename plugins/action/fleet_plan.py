@@ -122,7 +122,15 @@ def read_variables(hostvars, names, loader):
     raw_get = getattr(hostvars, "raw_get", None)
     if raw_get is None:  # a plain mapping of variables
         return dict((name, hostvars[name]) for name in names)
-    return dict((name, _Variables(HostVarsVars(raw_get(name), loader=loader, host=name))) for name in names)
+    return dict((name, _Variables(_host_view(raw_get(name), loader, name))) for name in names)
+
+
+def _host_view(variables, loader, host):
+    """The view ``hostvars[host]`` gives of ``variables``: templated on access, in the host's context."""
+    try:
+        return HostVarsVars(variables, loader=loader, host=host)
+    except TypeError:  # ansible-core before 2.19 (the execution environment's) takes no host
+        return HostVarsVars(variables, loader=loader)
 
 
 class ActionModule(ActionBase):
