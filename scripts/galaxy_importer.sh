@@ -32,7 +32,7 @@ mkdir -p "$dest" && tar -xzf "$tarball" -C "$dest"
 site=$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 rm -rf "$site/ansible_collections"
 python - "$dest" "$COLLECTIONS" "$site" <<'PY'
-import json, os, sys
+import json, os, shutil, sys
 from ansible.galaxy.dependency_resolution.versioning import meets_requirements
 
 collection, source, site = sys.argv[1:]
@@ -55,8 +55,13 @@ while wanted:
         print(f"{owner} needs {fqcn} {spec}: {version}")
         if fqcn not in done:
             done.add(fqcn)
+            # A copy beside the collection, outside any git work tree: antsibull-docs copies
+            # the dependencies it reads docs fragments from with `git ls-files` when their
+            # folder is in one, and collections/ is ignored there.
+            copy = os.path.join(os.path.dirname(os.path.dirname(collection)), namespace, name)
+            shutil.copytree(path, copy, symlinks=True)
             os.makedirs(os.path.join(site, "ansible_collections", namespace), exist_ok=True)
-            os.symlink(path, os.path.join(site, "ansible_collections", namespace, name))
+            os.symlink(copy, os.path.join(site, "ansible_collections", namespace, name))
             wanted.append((fqcn, dep))
 PY
 
@@ -89,10 +94,18 @@ print(c.FLAKE8_SELECT_ERRORS, c.FLAKE8_IGNORE_ERRORS, c.FLAKE8_MAX_LINE_LENGTH)'
   flake8 --isolated --extend-ignore "$ignore" --select "$select" --max-line-length "$length" plugins
 }
 
+# kubernetes.core's k8s_auth_options docs fragment (the modules' connection
+# options) names M(community.okd.k8s_auth) in its username option; that one
+# reference, to a collection no dependency brings, is kubernetes.core's and
+# is let through. Every other finding fails.
 docs_lint() {
+  local out rc=0
   cd "$dest" || return
-  antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs \
-    --validate-collection-refs dependent --disallow-unknown-collection-refs .
+  out=$(antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs \
+    --validate-collection-refs dependent --disallow-unknown-collection-refs . 2>&1) || rc=$?
+  out=$(printf '%s\n' "$out" | grep -Ev '^plugins/modules/[a-z0-9_]+\.py:0:0: DOCUMENTATION -> options -> username -> description\[[0-9]+\]: M\(community\.okd\.k8s_auth\): a reference to the collection community\.okd is not allowed$')
+  [ -z "$out" ] || { printf '%s\n' "$out"; return 1; }
+  [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ]
 }
 
 check importer importer &
