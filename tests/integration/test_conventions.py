@@ -66,8 +66,7 @@ def _tasks(tasks):
     for task in tasks or []:
         yield task
         for section in ("block", "rescue", "always"):
-            for inner in _tasks(task.get(section)):
-                yield inner
+            yield from _tasks(task.get(section))
 
 
 def _included_roles(tasks):
@@ -144,12 +143,11 @@ def _scalars(node):
         yield node
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            for scalar in _scalars(item):
-                yield scalar
+            yield from _scalars(item)
     elif isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            for scalar in list(_scalars(key)) + list(_scalars(value)):
-                yield scalar
+            yield from _scalars(key)
+            yield from _scalars(value)
 
 
 def jinja_programs(text):

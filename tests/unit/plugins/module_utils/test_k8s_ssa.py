@@ -63,7 +63,8 @@ class Server(object):
         return [(c[0], c[1]) for c in self.calls]
 
 
-def applier(server, table=TABLE, **kw):
+def applier(server, table=None, **kw):
+    table = TABLE if table is None else table
     return ssa.Applier(server, ssa.Resources(server, table), "gpuops-platform", sleep=lambda s: None, **kw)
 
 
