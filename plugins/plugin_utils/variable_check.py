@@ -34,6 +34,7 @@ import yaml
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.jinja_tests import unique
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
 GLOBAL_PREFIX = "gpuops_"
@@ -173,17 +174,9 @@ def check_hosts(targets, manager, catalog, roles=None):
         if judged[key]:
             found.append((host, judged[key]))
             where.append(variables)
-    unknown = _unique(p[0] for host, ps in found for p in ps)
+    unknown = unique(p[0] for host, ps in found for p in ps)
     lines = format_problems(found, catalog["renamed"], variable_sources(unknown, where)) if found else []
     return checked, unknown, lines
-
-
-def _unique(items):
-    out = []
-    for item in items:
-        if item not in out:
-            out.append(item)
-    return out
 
 
 def set_by_tasks(manager, host):
