@@ -27,14 +27,16 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import check_hosts, load_catalog, refusal
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import (
+    check_hosts, invalid_values, load_catalog, load_specs, refusal, set_by_tasks)
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("roles", "hosts", "globals", "host_globals"))
+    _VALID_ARGS = frozenset(("roles", "hosts", "globals", "host_globals", "validate"))
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
@@ -45,6 +47,7 @@ class ActionModule(ActionBase):
             hosts=dict(type="list", elements="str", default=[]),
             globals=dict(type="bool", default=True),
             host_globals=dict(type="bool", default=False),
+            validate=dict(type="bool", default=False),
         ))
         catalog = load_catalog()
         if args["roles"] is not None:
@@ -66,6 +69,50 @@ class ActionModule(ActionBase):
         result.update(changed=False, checked=checked, unknown=unknown)
         if lines:
             result.update(failed=True, msg=refusal(lines))
-        else:
-            result["msg"] = "No unknown variables among %d checked" % checked
+            return result
+        result["msg"] = "No unknown variables among %d checked" % checked
+        specs = load_specs()
+        names = frozenset(task_vars) - set_by_tasks(manager, current)
+        if args["validate"]:
+            # The current host's values against the roles' argument specs, as each role's include would.
+            validated, errors = invalid_values(names, specs, lambda name: self._value(task_vars, name), args["roles"])
+            result["validated"] = validated
+            if errors:
+                result.update(failed=True, argument_errors=errors,
+                              msg="Variables that their role's argument specs refuse (meta/argument_specs.yml):\n" + "\n".join(errors))
+                return result
+        result["enabled"] = self._enabled(task_vars, names, specs)
         return result
+
+    def _enabled(self, task_vars, names, specs):
+        """``{role: bool}``: each role's ``<role>_enabled`` switch, as set here or by its argument spec's default, so
+        that a play can leave a switched-off role out before loading it. A value that reads another role's default
+        is templated with the argument specs' defaults beside the host's variables."""
+        enabled = {}
+        for role, options in sorted(specs.items()):
+            name = role + "_enabled"
+            if name not in options:
+                continue
+            if name not in names:
+                enabled[role] = boolean(options[name].get("default", False), strict=False)
+                continue
+            try:
+                value = self._value(task_vars, name)
+            except LookupError:
+                defaults = dict((n, o["default"]) for opts in specs.values() for n, o in opts.items() if "default" in o)
+                defaults.update(task_vars)
+                with self._templar.set_temporary_context(available_variables=defaults):
+                    try:
+                        value = self._value(defaults, name)
+                    except LookupError as exc:
+                        raise AnsibleError("check_variables: cannot tell whether role %s is enabled: %s (set %s to true or false)"
+                                           % (role, exc, name))
+            enabled[role] = boolean(value, strict=False)
+        return enabled
+
+    def _value(self, task_vars, name):
+        """The variable's value, templated; LookupError when it reads something not defined yet."""
+        try:
+            return self._templar.template(task_vars[name])
+        except AnsibleError as exc:
+            raise LookupError(to_text(exc))

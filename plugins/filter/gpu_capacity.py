@@ -118,13 +118,14 @@ def _check_resource_name(rname, where, mig_strategy, advertised=True):
     return rname
 
 
-def gpu_sharing_configs(configs, mig_strategy="single"):
+def gpu_sharing_configs(configs, mig_strategy="single", default=""):
     """Check and normalise the device-plugin sharing configs.
 
     ``configs`` is a list of ``{name, mode, replicas, resources, rename_by_default,
     fail_requests_greater_than_one}``; returns ``{name: {mode, resources: [{name,
     replicas}], rename_by_default, document}}`` where ``document`` is the
     device-plugin config file (``version: v1``) for the ConfigMap key ``name``.
+    ``default``, the config of nodes that name none, must be one of them (or empty).
 
     The rules are the device plugin's own (api/config/v1 in NVIDIA/k8s-device-plugin,
     and the checks of its main program), so a config it would refuse (and crash-loop
@@ -218,6 +219,10 @@ def gpu_sharing_configs(configs, mig_strategy="single"):
             if fail_more is not None:
                 doc["sharing"]["mps"]["failRequestsGreaterThanOne"] = fail_more
         result[name] = {"mode": mode, "resources": resources, "rename_by_default": rename_by_default, "document": doc}
+    default = to_text(default or "")
+    if default and default not in result:
+        raise AnsibleFilterError("gpu_sharing_default_config %s is not one of the configs in gpu_sharing_configs (%s)"
+                                 % (default, ", ".join(result) or "none defined"))
     return result
 
 

@@ -16,20 +16,146 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpuops.platform.plugins.filter.k8s_applyset import k8s_applyset_identities
+from ansible.module_utils.parsing.convert_bool import boolean
+
+from ansible_collections.gpuops.platform.plugins.filter.k8s_applyset import k8s_applyset_identities, k8s_applyset_members
 from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import (
-    k8s_apply_report, k8s_helm_release, k8s_in_namespaces, k8s_served)
+    k8s_apply_report, k8s_helm_release, k8s_in_namespaces, k8s_manifest, k8s_phases, k8s_release_files, k8s_served)
+from ansible_collections.gpuops.platform.plugins.plugin_utils import k8s_apply
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 # Helm's release name rule (pkg/chartutil/validate_name.go): the names go onto
 # helm's command lines (helm_releases), so nothing else may pass.
 RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+# What a layer may say (k8s_apply's tasks_from=layers); only layer is required.
+LAYER_KEYS = frozenset(("layer", "order", "objects", "template", "errors", "releases", "release_from", "wait_crds",
+                        "wait", "no_log", "force_conflicts"))
+# Read for each layer with a release_from prefix, in this order, by k8s_layer_variables.
+RELEASE_VARIABLES = k8s_apply.RELEASE_SUFFIXES + ["__helm_values", "_values"]
+
+
+def _layer_list(layers):
+    """The layers as given: a list of mappings (a role's <role>__layer may be one layer or a list of them)."""
+    if not isinstance(layers, list):
+        raise AnsibleFilterError("k8s_apply_layers must be a list of layers, got %r" % (layers,))
+    flat = []
+    for layer in layers:
+        flat += layer if isinstance(layer, list) else [layer]
+    for layer in flat:
+        if not isinstance(layer, Mapping) or not layer.get("layer") or not isinstance(layer.get("objects", []), list):
+            raise AnsibleFilterError("a layer needs a name (layer), and its objects as a list, got %r" % (layer,))
+        unknown = sorted(set(layer) - LAYER_KEYS)
+        if unknown:
+            raise AnsibleFilterError("layer %s: unknown key(s) %s (known: %s)"
+                                     % (layer["layer"], ", ".join(unknown), ", ".join(sorted(LAYER_KEYS))))
+    return flat
+
+
+def k8s_layer_variables(layers):
+    """The variables that describe the releases of ``layers`` (RELEASE_VARIABLES of each release_from prefix),
+    for one ``query('ansible.builtin.vars', ..., default='')`` whose answer k8s_layers takes."""
+    return [to_text(layer["release_from"]) + suffix
+            for layer in _layer_list(layers) if layer.get("release_from") for suffix in RELEASE_VARIABLES]
+
+
+def k8s_layer_templates(layers, roles_dir):
+    """``{layer: path}``: the objects template (``<roles_dir>/<layer>/templates/objects.yml.j2``) of each layer that
+    says ``template``, for one ``query('ansible.builtin.template', ...)`` whose answer k8s_layer_objects takes."""
+    out = {}
+    for layer in _layer_list(layers):
+        if boolean(layer.get("template", False), strict=False):
+            path = os.path.join(to_text(roles_dir), to_text(layer["layer"]), "templates", "objects.yml.j2")
+            if not os.path.isfile(path):
+                raise AnsibleFilterError("layer %s says template, but %s does not exist" % (layer["layer"], path))
+            out[to_text(layer["layer"])] = path
+    return out
+
+
+def k8s_layer_objects(templates, rendered):
+    """``{layer: objects}`` from the rendered templates of k8s_layer_templates, in its order.
+
+    ``rendered`` holds the YAML documents of each template; a document that is a list gives its items, empty
+    documents are dropped.
+    """
+    if len(templates) != len(rendered):
+        raise AnsibleFilterError("k8s_layer_objects: %d templates but %d rendered" % (len(templates), len(rendered)))
+    out = {}
+    for layer, documents in zip(templates, rendered):
+        objects = []
+        for document in documents or []:
+            objects += [o for o in document if o] if isinstance(document, list) else [document] if document else []
+        out[layer] = objects
+    return out
+
+
+def k8s_layers(layers, variables, settings, render=False, built=None):
+    """Every layer of a run, as flush applies it (and, with ``render``, the files it renders to).
+
+    ``layers``: each ``layer`` (its name), ``objects``, and optionally ``order`` (50), ``releases``,
+    ``release_from`` (the prefix of an add-on role's release variables), ``wait_crds``, ``wait``,
+    ``no_log`` and ``force_conflicts`` (default: the settings' ``force_conflicts``). ``variables``: the
+    values of k8s_layer_variables(layers), in that order (``''`` for one not defined). ``settings``: the
+    k8s_apply settings every layer shares, with ``applyset_namespace``. ``built``: the objects of the layers
+    that say ``template`` (k8s_layer_objects), after their given ones.
+
+    Each layer gets its ApplySet (parent Secret ``gpuops-<layer>``, the part-of label on every object),
+    its phases, its releases (the given ones, then its role's) and whether its output is hidden (a Secret
+    object, a sensitive release, or ``no_log``).
+    """
+    flat = _layer_list(layers)
+    refused = [to_text(e) for layer in flat for e in layer.get("errors") or []]
+    if refused:
+        raise AnsibleFilterError("; ".join(refused))
+    values = list(variables or [])
+    if len(values) != len(k8s_layer_variables(flat)):
+        raise AnsibleFilterError("k8s_layers: %d release variable values for %d names (k8s_layer_variables)"
+                                 % (len(values), len(k8s_layer_variables(flat))))
+    settings = dict(settings or {})
+    namespace = settings.get("applyset_namespace") or "gpuops-system"
+    force_default = boolean(settings.pop("force_conflicts", False), strict=False)
+    out = []
+    for layer in flat:
+        name = to_text(layer["layer"])
+        objects = list(layer.get("objects") or [])
+        if boolean(layer.get("template", False), strict=False):
+            if name not in (built or {}):
+                raise AnsibleFilterError("layer %s says template, but its objects were not built" % name)
+            objects += list(built[name])
+        releases = list(layer.get("releases") or [])
+        if layer.get("release_from"):
+            mine = dict(zip(RELEASE_VARIABLES, values[:len(RELEASE_VARIABLES)]))
+            del values[:len(RELEASE_VARIABLES)]
+            role_vars = dict((k, mine[k]) for k in k8s_apply.RELEASE_SUFFIXES)
+            role_vars["values"] = mine["_values"] if mine["__helm_values"] in ("", None) else mine["__helm_values"]
+            releases += k8s_apply.role_release(role_vars, objects)
+        set_name = "gpuops-" + name.replace("_", "-")
+        members = k8s_applyset_members(objects, set_name, namespace)
+        entry = {"layer": name, "order": int(layer.get("order", 50)), "set_name": set_name, "members": members,
+                 "phases": k8s_phases(members), "releases": releases,
+                 "wait_crds": [to_text(c) for c in layer.get("wait_crds") or []],
+                 "wait": boolean(layer.get("wait", False), strict=False),
+                 "no_log": (boolean(layer.get("no_log", False), strict=False)
+                            or any(o.get("kind") == "Secret" for o in objects)
+                            or any(r.get("sensitive") for r in releases)),
+                 "force_conflicts": boolean(layer.get("force_conflicts", force_default), strict=False),
+                 "objects": len(objects), "settings": settings}
+        if render:
+            folder = "%02d-%s" % (entry["order"], name)
+            files = ([{"path": "manifests.yaml", "content": k8s_manifest(members, "Layer %s: apply in document order." % name)}]
+                     if objects else []) + k8s_release_files(releases)
+            entry.update(folder=folder, files=files)
+        out.append(entry)
+    # Stable: layers of one order keep the order they were given in.
+    return sorted(out, key=lambda entry: entry["order"])
 
 
 def _layers(queue):
@@ -205,6 +331,10 @@ def k8s_batch_layers(queue, applied, helm=None, applysets=None, plans=None):
 
 
 FilterModule = filter_module(
+    k8s_layers,
+    k8s_layer_variables,
+    k8s_layer_templates,
+    k8s_layer_objects,
     k8s_batch,
     k8s_batch_layers,
 )

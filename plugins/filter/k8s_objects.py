@@ -334,7 +334,8 @@ def k8s_in_namespaces(objects, namespaces):
 
 
 def k8s_stats_lines(stats):
-    """Human summary of gpuops_k8s_stats: one headline, then one line per layer."""
+    """Human summary of gpuops_k8s_stats: one headline, one line per layer, then the Helm releases recovered from
+    an interrupted operation and, in check mode, the objects the server could not dry-run."""
     stats = stats or {}
     layers = sorted(stats.get("layers") or [], key=lambda layer: (layer.get("order", 0), layer.get("name", "")))
     rendered = stats.get("mode") == "render"
@@ -373,6 +374,12 @@ def k8s_stats_lines(stats):
                 fields = report.get("fields", {}).get(name)
                 detail = ": " + ", ".join(fields) if fields else ""
                 lines.append("    %s %s%s" % ("change" if check else "changed", name, detail))
+    recovered = [r for layer in layers for r in layer.get("recovered") or []]
+    if recovered:
+        lines.append("%s: %s" % ("Planned Helm recoveries" if check else "Helm recoveries", "; ".join(recovered)))
+    for unchecked in stats.get("unchecked") or []:
+        lines.append("%d object(s) of %s depend on a namespace or CRD that this run would create first; they were not "
+                     "dry-run: %s" % (int(unchecked["count"]), unchecked["layer"], ", ".join(unchecked["kinds"])))
     return lines
 
 

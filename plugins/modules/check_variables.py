@@ -55,6 +55,16 @@ options:
         no play of their own where they would be checked (the fleet planner reads them on the controller).
     type: bool
     default: false
+  validate:
+    description:
+      - Also validate the values of the current host's role variables against the roles' argument specs (type,
+        choices, elements, sub-options), with the messages of a role's own include, and fail naming each one.
+      - For a play that includes many roles with C(rolespec_validate=false), as C(cluster.yml) does, so that
+        their variables are validated once instead of by an argument validation task per include. Only the
+        variables that are set are validated; C(required) and C(default) stay with the role's own include, and a
+        value that reads a variable not defined yet is left to the role.
+    type: bool
+    default: false
 extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller, gpuops.platform.attributes.read_only]
 notes:
   - The check reads the roles' files once per run; it costs no round trip to the host.
@@ -68,6 +78,10 @@ EXAMPLES = r"""
 - name: Refuse unknown variables of every role, here and on the GPU nodes
   gpuops.platform.check_variables:
     hosts: "{{ groups['gpu_nodes'] | default([]) }}"
+
+- name: Refuse unknown variables, and values that the roles' argument specs refuse
+  gpuops.platform.check_variables:
+    validate: true
 """
 
 RETURN = r"""
@@ -82,4 +96,22 @@ unknown:
   type: list
   elements: str
   sample: [gpu_sharing_config]
+validated:
+  description: How many variable values were validated against the roles' argument specs (O(validate)).
+  returned: when O(validate) is true and no variable is unknown
+  type: int
+  sample: 37
+enabled:
+  description:
+    - Each role that has a C(<role>_enabled) switch, and its value on the current host (set there, or the role's
+      argument spec default), so that a play can leave a switched-off role out before it loads the role.
+  returned: when no variable is refused
+  type: dict
+  sample: {kueue: true, kai_scheduler: false}
+argument_errors:
+  description: One message per value that an argument spec refuses (O(validate)).
+  returned: when a value is refused
+  type: list
+  elements: str
+  sample: ["value of gpuops_k8s_mig_strategy must be one of: none, single, mixed, got: triple"]
 """

@@ -3,11 +3,11 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
-"""The objects of the data-only add-on roles that k8s_addons plans.
+"""The layers of the data-only add-on roles that k8s_addons plans.
 
-Ansible renders each enabled add-on's ``templates/objects.yml.j2`` (a template
-needs the play's variables); these functions pick the templates and key the
-rendered objects by role.
+Each enabled add-on is one k8s_apply layer: its objects come from its
+``templates/objects.yml.j2`` (rendered by k8s_apply with every other layer's),
+its checks from its ``<role>__refuse``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+
+from ansible.module_utils.parsing.convert_bool import boolean
 
 OBJECTS_TEMPLATE = os.path.join("templates", "objects.yml.j2")
 
@@ -34,14 +36,27 @@ def templates(roles, enabled, roles_dir):
     return out
 
 
-def objects(role_templates, rendered):
-    """``{role: objects}``: the rendered objects of each template in turn, none for a role without one.
+# The variables of each enabled add-on that its layer reads, in this order (k8s_addon_layers).
+LAYER_VARIABLES = ["_layer_order", "_manage_release", "__wait_crds", "__refuse"]
 
-    ``rendered`` holds one list of objects per non-empty path of
-    ``role_templates``, in order; empty documents are dropped.
+
+def layers(role_templates, values):
+    """One k8s_apply layer per enabled add-on of ``role_templates`` (templates(), ``{role: path or ""}``), in that order.
+
+    ``values`` holds each role's LAYER_VARIABLES in turn (``[]`` for a ``__wait_crds`` or ``__refuse`` the role
+    does not have): the layer's order, whether the role manages its release (then its release, from the role's
+    release variables, and the chart CRDs its objects need, waited for), whether a template makes its objects,
+    and its errors (a non-empty ``__refuse``: why its settings cannot work with the rest of the plan).
     """
-    paths = [path for path in role_templates.values() if path]
-    if len(paths) != len(rendered):
-        raise ValueError("k8s_addon_objects: %d templates but %d rendered" % (len(paths), len(rendered)))
-    documents = iter(rendered)
-    return dict((role, [o for o in next(documents) if o] if path else []) for role, path in role_templates.items())
+    roles = list(role_templates)
+    width = len(LAYER_VARIABLES)
+    if len(values) != len(roles) * width:
+        raise ValueError("k8s_addon_layers: %d values for %d add-ons (%s of each)"
+                         % (len(values), len(roles), ", ".join(LAYER_VARIABLES)))
+    out = []
+    for index, role in enumerate(roles):
+        order, manage, wait_crds, refuse = values[index * width:(index + 1) * width]
+        out.append({"layer": role, "order": order, "release_from": role, "template": bool(role_templates[role]),
+                    "wait_crds": list(wait_crds or []) if boolean(manage, strict=False) else [],
+                    "errors": [refuse] if refuse else []})
+    return out

@@ -3,7 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
-"""k8s_apply's decisions: the release an add-on role's variables describe, and the count of a rendered layer."""
+"""k8s_apply's decisions: the release an add-on role's variables describe, and the count of the rendered layers."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -47,4 +47,18 @@ def stats_add_layer(stats, layer):
     stats.update({"layers": list(stats.get("layers") or []) + [entry],
                   "objects": int(stats.get("objects") or 0) + entry["objects"],
                   "releases": int(stats.get("releases") or 0) + len(entry["releases"])})
+    return stats
+
+
+def stats_add_rendered(stats, layers):
+    """gpuops_k8s_stats with the rendered ``layers`` (k8s_layers entries with ``render``) counted.
+
+    Each becomes a layer entry (name, order, the object count, the release names and the files written,
+    relative to the render folder), in the order given.
+    """
+    for layer in layers or []:
+        stats = stats_add_layer(stats, {
+            "name": layer["layer"], "order": layer["order"], "objects": layer["objects"],
+            "releases": [release["name"] for release in layer.get("releases") or []],
+            "files": ["%s/%s" % (layer["folder"], f["path"]) for f in layer.get("files") or []]})
     return stats

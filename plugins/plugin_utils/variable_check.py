@@ -32,6 +32,7 @@ import os
 import yaml
 
 from ansible.errors import AnsibleError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.jinja_tests import unique
@@ -41,6 +42,7 @@ GLOBAL_PREFIX = "gpuops_"
 # This file is <collection>/plugins/plugin_utils/variable_check.py.
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _CATALOGS = {}
+_SPECS = {}
 
 
 def _yaml(path):
@@ -77,6 +79,55 @@ def load_catalog(root=COLLECTION_ROOT):
     catalog = {"roles": roles, "globals": global_names, "renamed": dict(listed.get("renamed") or {})}
     _CATALOGS[root] = catalog
     return catalog
+
+
+def load_specs(root=COLLECTION_ROOT):
+    """``{role: {name: spec}}``: every role's options, of all its entry points (the first entry point that
+    defines an option wins), read once per process."""
+    if root in _SPECS:
+        return _SPECS[root]
+    specs = {}
+    roles_dir = os.path.join(root, "roles")
+    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
+        entries = _yaml(os.path.join(roles_dir, role, "meta", "argument_specs.yml")).get("argument_specs") or {}
+        options = {}
+        for entry in entries.values():
+            for name, spec in ((entry or {}).get("options") or {}).items():
+                options.setdefault(name, spec or {})
+        specs[role] = options
+    _SPECS[root] = specs
+    return specs
+
+
+# Spec keys that describe an option for the reader, or that only the role's own
+# include can judge (required, and the default it fills in): not validated here.
+_NOT_VALIDATED = frozenset(("description", "version_added", "required", "default"))
+
+
+def invalid_values(names, specs, value_of, roles=None):
+    """``(checked, errors)``: the values of ``names`` that a role's argument spec refuses.
+
+    The same validation as a role's include (ansible-core's ArgumentSpecValidator, with the
+    same messages), for the variables that are set, so that a play which includes many
+    roles can check them all at once and include them with ``rolespec_validate: false``.
+    ``value_of(name)`` returns the value, templated, or raises ``LookupError`` when it cannot
+    be known yet (a template that reads a variable set later): such a value is left to the
+    role. ``roles``: the roles whose options are validated (default every role).
+    """
+    spec, values = {}, {}
+    for role in sorted(specs if roles is None else roles):
+        for name, option in (specs.get(role) or {}).items():
+            if name in names and name not in spec:
+                spec[name] = dict((k, v) for k, v in option.items() if k not in _NOT_VALIDATED)
+    for name in sorted(spec):
+        try:
+            values[name] = value_of(name)
+        except LookupError:
+            del spec[name]
+    if not spec:
+        return 0, []
+    result = ArgumentSpecValidator(spec).validate(values)
+    return len(spec), [to_text(e) for e in result.error_messages]
 
 
 def owner(name, roles):

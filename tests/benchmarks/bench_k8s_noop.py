@@ -171,6 +171,7 @@ def main():
     parser.add_argument("--collection-tree", default=str(ROOT), help="checkout to build the collection from")
     parser.add_argument("--kubectl", help="kubectl binary: time the floor beside the no-op (full scenario)")
     parser.add_argument("--helm", help="helm binary (default: the pinned one, installed by scripts/install_helm.py)")
+    parser.add_argument("--output", help="write the last no-op run's ansible-playbook output to this file (its task list)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-k8s-noop-"))
     if not args.helm:
@@ -195,6 +196,8 @@ def main():
             elapsed = time.monotonic() - start
             counted = verbs(api.requests)
             rows.append((elapsed, result.tasks, len(api.requests), counted))
+            if args.output:
+                Path(args.output).write_text(result.output)
             calls = collections.Counter(" ".join(c[:2]) if c[0] == "get" else c[0] for c in helm.calls())
             print("run %d: %.1f s, %d tasks, %d API calls (%s), helm calls: %s, %d deprecation warnings from the API "
                   "server" % (i + 1, elapsed, result.tasks, len(api.requests), by_kind(counted),

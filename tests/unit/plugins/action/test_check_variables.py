@@ -225,3 +225,62 @@ def test_hosts_with_the_same_variable_names_are_judged_once(monkeypatch):
     assert unknown == ["nvidia_driver_verison", "gpuops_nvml_replay_fiel"]
     assert lines[0].startswith("nvidia_driver_verison (4 hosts: gpu-0, gpu-1, gpu-2, gpu-3): no such variable in role nvidia_driver")
     assert lines[1].startswith("gpuops_nvml_replay_fiel (host cpu-0): ") and len(lines) == 2
+
+
+def _trusted(value):
+    """A template string as the inventory gives it (ansible-core 2.19+ templates only trusted strings)."""
+    try:
+        from ansible.template import trust_as_template
+    except ImportError:     # older ansible-core templates every string
+        return value
+    return trust_as_template(value) if isinstance(value, str) else value
+
+
+def _run_templated(args, task_vars):
+    """The action with a real Templar over the task variables, as ansible-playbook gives it."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    task_vars = dict((k, _trusted(v)) for k, v in task_vars.items())
+    task = mock.Mock(args=args, async_val=0)
+    action = check_action.ActionModule(task, mock.Mock(), mock.Mock(check_mode=False), loader=DataLoader(),
+                                       templar=Templar(loader=DataLoader(), variables=task_vars), shared_loader_obj=None)
+    return action.run(task_vars=task_vars)
+
+
+def test_validate_refuses_values_the_argument_specs_refuse_with_ansibles_messages():
+    """One task validates every role's values (cluster.yml includes the roles without rolespec_validate):
+    the messages are those of a role's own argument validation (ArgumentSpecValidator)."""
+    task_vars = {"inventory_hostname": "localhost", "gpuops_k8s_mig_strategy": "triple", "kueue_enabled": "maybe",
+                 "gpu_tenants_list": "team-a", "volcano_enabled": True}
+    result = _run_templated({"validate": True}, task_vars)
+    assert result["failed"] is True and result["changed"] is False
+    errors = " ".join(result["argument_errors"])
+    assert "value of gpuops_k8s_mig_strategy must be one of: none, single, mixed, got: triple" in errors
+    assert "kueue_enabled" in errors and "gpu_tenants_list" in errors
+    assert "volcano_enabled" not in errors
+    assert result["msg"].startswith("Variables that their role's argument specs refuse")
+    # Without validate the values are not judged; an unknown name is refused first either way.
+    assert not _run_templated({}, task_vars).get("failed")
+    typo = _run_templated({"validate": True}, dict(task_vars, gpu_tenants_lists=[]))
+    assert typo["unknown"] == ["gpu_tenants_lists"] and "argument_errors" not in typo
+
+
+def test_validate_leaves_a_value_that_reads_what_is_not_defined_yet_to_the_role():
+    task_vars = {"inventory_hostname": "localhost", "gpu_sharing_namespace": "{{ gpu_operator_namespace }}",
+                 "gpu_tenants_default_gpu_share": "0.5"}
+    result = _run_templated({"validate": True}, task_vars)
+    assert not result.get("failed"), result
+    assert result["validated"] == 1     # the share; the namespace reads a role default not loaded yet
+
+
+def test_enabled_is_each_switch_as_set_or_the_argument_spec_default():
+    result = _run_templated({}, {"inventory_hostname": "localhost", "kueue_enabled": False,
+                                 "kai_scheduler_enabled": "{{ 'yes' }}",
+                                 # Reads another role's default, which is not loaded yet: the spec default is used.
+                                 "prometheus_adapter_enabled": "{{ gpu_monitoring_enabled }}"})
+    enabled = result["enabled"]
+    specs = cv.load_specs(str(ROOT))
+    assert set(enabled) == {r for r, o in specs.items() if r + "_enabled" in o} >= {"kueue", "volcano", "gpu_operator"}
+    assert enabled["kueue"] is False and enabled["kai_scheduler"] is True
+    assert enabled["volcano"] is True and enabled["dra_driver"] is False     # the specs' defaults
+    assert enabled["prometheus_adapter"] is specs["gpu_monitoring"]["gpu_monitoring_enabled"]["default"] is False

@@ -554,3 +554,14 @@ def test_mig_strategies_are_the_cluster_policys_and_the_roles(shared_reference):
     assert sorted(spec["mig"]["properties"]["strategy"]["enum"]) == sorted(f.MIG_STRATEGIES)
     role_vars = yaml.safe_load((TESTS.parent / "roles" / "gpu_operator" / "vars" / "main.yml").read_text())
     assert sorted(role_vars["gpu_operator__mig_strategies"]) == sorted(f.MIG_STRATEGIES)
+
+
+def test_a_default_sharing_config_must_be_one_of_the_configs():
+    configs = [{"name": "ts4", "mode": "time-slicing", "replicas": 4}]
+    assert list(f.gpu_sharing_configs(configs, "single", "ts4")) == ["ts4"]
+    assert list(f.gpu_sharing_configs(configs, "single", "")) == ["ts4"]
+    with pytest.raises(AnsibleFilterError, match=r"gpu_sharing_default_config ts8 is not one of the configs in "
+                                                 r"gpu_sharing_configs \(ts4\)"):
+        f.gpu_sharing_configs(configs, "single", "ts8")
+    with pytest.raises(AnsibleFilterError, match=r"\(none defined\)"):
+        f.gpu_sharing_configs([], "single", "ts4")

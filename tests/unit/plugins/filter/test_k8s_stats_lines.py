@@ -137,3 +137,19 @@ def test_a_member_still_finalizing_is_named_without_a_change():
     lines = k8s_stats_lines({"mode": "apply", "check": False, "objects": 9, "releases": 0, "layers": [layer]})
     assert lines[1] == ("80 gpu_tenants: 9 objects, unchanged, still finalizing 1 "
                         "(Namespace team-b (being deleted since 2026-11-01T10:00:00Z))")
+
+
+def test_recovered_releases_and_objects_check_mode_could_not_dry_run_are_told_after_the_layers():
+    layers = [dict(LAYERS[1], recovered=["kueue: pending-upgrade at revision 3: rolled back to revision 2"]),
+              dict(LAYERS[0], recovered=[])]
+    unchecked = [{"layer": "gpu_tenants", "count": 2, "kinds": ["ConfigMap", "LocalQueue"]}]
+    lines = k8s_stats_lines({"mode": "apply", "check": True, "objects": 11, "releases": 0, "layers": layers,
+                             "unchecked": unchecked})
+    assert lines[-2:] == [
+        "Planned Helm recoveries: kueue: pending-upgrade at revision 3: rolled back to revision 2",
+        "2 object(s) of gpu_tenants depend on a namespace or CRD that this run would create first; they were not "
+        "dry-run: ConfigMap, LocalQueue"]
+    applied = k8s_stats_lines({"mode": "apply", "check": False, "objects": 11, "releases": 0, "layers": layers})
+    assert applied[-1].startswith("Helm recoveries: kueue: ")
+    # Nothing recovered, nothing left out: no such line.
+    assert len(k8s_stats_lines({"mode": "apply", "objects": 11, "releases": 0, "layers": LAYERS})) == 3

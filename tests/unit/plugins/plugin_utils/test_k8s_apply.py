@@ -9,7 +9,7 @@ NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueu
 
 
 def test_the_release_of_a_role_that_manages_one():
-    assert filters.k8s_role_release(ROLE, []) == [{
+    assert k8s_apply.role_release(ROLE, []) == [{
         "name": "kueue", "namespace": "kueue-system", "chart": "kueue", "version": "0.14",
         "repo_url": "oci://registry.k8s.io/kueue/charts", "chart_path": "", "create_namespace": True,
         "values": {"replicas": 2}}]
@@ -30,7 +30,7 @@ def test_no_release_when_the_role_manages_none_whatever_the_flag_looks_like():
 
 def test_stats_add_a_rendered_layer_and_keep_other_keys():
     layer = {"name": "kueue", "order": "50", "objects": "3", "releases": ["kueue"], "files": ["50-kueue/manifests.yaml"]}
-    first = filters.k8s_stats_add({}, layer)
+    first = k8s_apply.stats_add_layer({}, layer)
     assert first == {"layers": [{"name": "kueue", "order": 50, "objects": 3, "releases": ["kueue"],
                                  "files": ["50-kueue/manifests.yaml"]}], "objects": 3, "releases": 1}
     assert list(first) == ["layers", "objects", "releases"]
@@ -38,3 +38,16 @@ def test_stats_add_a_rendered_layer_and_keep_other_keys():
     assert [entry["name"] for entry in second["layers"]] == ["kueue", "volcano"]
     assert (second["objects"], second["releases"], second["pruned"]) == (3, 1, ["x"])
     assert first["layers"] == [first["layers"][0]]     # the input is not changed
+
+
+def test_stats_count_each_rendered_layer_with_its_files_under_its_folder():
+    rendered = [
+        {"layer": "kueue", "order": 50, "objects": 3, "releases": [{"name": "kueue"}], "folder": "50-kueue",
+         "files": [{"path": "manifests.yaml", "content": "x"}, {"path": "helm/kueue/release.yaml", "content": "y"}]},
+        {"layer": "gpu_nodes", "order": 30, "objects": 0, "releases": [], "folder": "30-gpu_nodes", "files": []}]
+    stats = filters.k8s_stats_add({"mode": "render"}, rendered)
+    assert stats == {"mode": "render", "objects": 3, "releases": 1, "layers": [
+        {"name": "kueue", "order": 50, "objects": 3, "releases": ["kueue"],
+         "files": ["50-kueue/manifests.yaml", "50-kueue/helm/kueue/release.yaml"]},
+        {"name": "gpu_nodes", "order": 30, "objects": 0, "releases": [], "files": []}]}
+    assert filters.k8s_stats_add({}, []) == {}

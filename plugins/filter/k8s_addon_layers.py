@@ -3,7 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
-"""Thin filters over plugin_utils/k8s_addons.py: the enabled add-ons' templates and objects."""
+"""Thin filters over plugin_utils/k8s_addons.py: the enabled add-ons' templates and layers."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -24,15 +24,15 @@ def k8s_addon_templates(roles, enabled, roles_dir):
         raise AnsibleFilterError(to_native(exc))
 
 
-def k8s_addon_objects(role_templates, rendered):
-    """``{role: objects}`` of the enabled add-on roles, from their rendered templates."""
+def k8s_addon_layers(role_templates, values):
+    """One k8s_apply layer per enabled add-on role."""
     try:
-        return k8s_addons.objects(role_templates, rendered)
+        return k8s_addons.layers(role_templates, values)
     except ValueError as exc:
         raise AnsibleFilterError(to_native(exc))
 
 
 FilterModule = filter_module(
     k8s_addon_templates,
-    k8s_addon_objects,
+    k8s_addon_layers,
 )
