@@ -22,7 +22,7 @@ description:
     calls, C(GET /api) and C(GET /apis) asked for the C(apidiscovery.k8s.io/v2) APIGroupDiscoveryList, as kubectl
     does. A server that answers with the plain lists instead gets one more C(GET) per served group-version (the
     legacy discovery, as C(kubernetes.core.k8s_cluster_info) does), so nothing is lost.
-  - The version is the C(GET /version) answer that kubernetes.core's client holds (see the notes): asked when the
+  - The version is the C(GET /version) answer that kubernetes.core's client holds (see the notes), asked when the
     client started without a cache file, else read from it. Where the served group-versions, or the resources of
     one, differ from the cache's (an upgrade, a CRD established since), the module asks C(GET /version) again, as
     kubernetes.core does when its cache misses a kind.
