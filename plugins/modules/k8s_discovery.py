@@ -42,6 +42,7 @@ notes:
     C(GET /apis) to write it; a lookup of a kind then asks its group-version (C(GET /api/v1) for a Node). This
     module writes into that file every served group-version with its resources, through the discoverer's own
     code, so that no later kubernetes.core client of the run asks the server for discovery again.
+  - That file is kubernetes.core's cache, which its client writes in check mode too; nothing on the cluster changes.
   - So a run costs C(GET /api) and C(GET /apis) where the server aggregates discovery and the cache file is there,
     and C(GET /version) and a plain C(GET /apis) more without one (a fresh execution environment).
 requirements:
