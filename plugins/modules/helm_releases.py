@@ -56,7 +56,9 @@ options:
         type: str
         required: true
       values_digest:
-        description: Digest of the wanted values (P(gpuops.platform.k8s_helm_wanted#filter)).
+        description:
+          - Digest of the wanted values (P(gpuops.platform.k8s_helm_wanted#filter)).
+          - Kept out of the task's logged arguments and result (C(no_log)), as the values are.
         type: str
         required: true
   recover:
@@ -159,7 +161,7 @@ RELEASE_SPEC = dict(
     namespace=dict(type="str", required=True),
     chart=dict(type="str", default=""),
     chart_version=dict(type="str", required=True),
-    values_digest=dict(type="str", required=True, no_log=False),
+    values_digest=dict(type="str", required=True, no_log=True),
 )
 
 

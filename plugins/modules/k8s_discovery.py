@@ -16,12 +16,16 @@ version_added: 0.1.0
 author:
   - gpuops.platform maintainers (@gpuops)
 description:
-  - Reads the API server's version (C(GET /version)) and every resource it serves, as one table.
+  - Reads every resource the API server serves, as one table, and its version.
   - Where the server offers aggregated discovery (Kubernetes 1.30 and later, see
     U(https://kubernetes.io/docs/concepts/overview/kubernetes-api/#aggregated-discovery)), the table takes two
     calls, C(GET /api) and C(GET /apis) asked for the C(apidiscovery.k8s.io/v2) APIGroupDiscoveryList, as kubectl
     does. A server that answers with the plain lists instead gets one more C(GET) per served group-version (the
     legacy discovery, as C(kubernetes.core.k8s_cluster_info) does), so nothing is lost.
+  - The version is the C(GET /version) answer that kubernetes.core's client holds (see the notes), asked when the
+    client started without a cache file, else read from it. Where the served group-versions, or the resources of
+    one, differ from the cache's (an upgrade, a CRD established since), the module asks C(GET /version) again, as
+    kubernetes.core does when its cache misses a kind.
   - A group-version that its aggregated API server cannot serve now (C(Stale) in the aggregated answer, 503 or 404 in
     the legacy one) is left out of the table and named in RV(stale).
   - Used once per run by the C(gpuops.platform.k8s_apply) role (C(tasks_from=discover)); connection options come from
@@ -34,8 +38,13 @@ extends_documentation_fragment:
   - gpuops.platform.attributes.read_only
 notes:
   - kubernetes.core's client, whose connection handling this module shares, reads its discovery cache file (under the
-    temporary folder) when it starts and, when there is none for this server and user, asks C(GET /version) and
-    C(GET /apis) once to write it; every later kubernetes.core client of the run reads that file.
+    temporary folder, one per server and user) when it starts and, when there is none, asks C(GET /version) and
+    C(GET /apis) to write it; a lookup of a kind then asks its group-version (C(GET /api/v1) for a Node). This
+    module writes into that file every served group-version with its resources, through the discoverer's own
+    code, so that no later kubernetes.core client of the run asks the server for discovery again.
+  - That file is kubernetes.core's cache, which its client writes in check mode too; nothing on the cluster changes.
+  - So a run costs C(GET /api) and C(GET /apis) where the server aggregates discovery and the cache file is there,
+    and C(GET /version) and a plain C(GET /apis) more without one (a fresh execution environment).
 requirements:
   - kubernetes (Python) >= 24.2.0
 """
@@ -73,12 +82,12 @@ api_resources:
   elements: str
   sample: [deployments.apps, servicemonitors.monitoring.coreos.com]
 server_version:
-  description: The server's Kubernetes C(major.minor), digits only.
+  description: The server's Kubernetes C(major.minor), digits only, from RV(version).
   returned: always
   type: str
   sample: "1.36"
 version:
-  description: The server's C(/version) answer.
+  description: The server's C(/version) answer, as kubernetes.core's client holds it (see the description).
   returned: always
   type: dict
   sample: {major: "1", minor: "36", gitVersion: v1.36.0}
@@ -93,7 +102,10 @@ stale:
   elements: str
   sample: [visibility.kueue.x-k8s.io/v1beta1]
 requests:
-  description: The paths this module asked, in order (C(/version), C(/api), C(/apis), then any legacy group-versions).
+  description:
+    - The paths this module asked, in order (C(/api), C(/apis), then any legacy group-versions, then C(/version) where
+      the cache was of an older state of the server).
+    - Not those that kubernetes.core's client asked when it started without a cache file.
   returned: always
   type: list
   elements: str
@@ -102,7 +114,7 @@ requests:
 import copy
 import traceback
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import client_cache, discovery
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import reader
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -114,7 +126,18 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 def main():
     module = AnsibleK8SModule(argument_spec=copy.deepcopy(AUTH_ARG_SPEC), supports_check_mode=True)
     try:
-        found = discovery.discover(reader(get_api_client(module=module)))
+        client = get_api_client(module=module)
+        # The discoverer read its cache file, or asked /version and /apis to write one, when the client started.
+        cached = client_cache.served(client.client.resources)
+        get = reader(client)
+        found = discovery.discover(get, version=False)
+        version = (client.client.version or {}).get("kubernetes")
+        if not version or client_cache.changed(cached, client_cache.listed(found["lists"])):
+            # The cache is of an older state of the server (an upgrade, a CRD since): its version too.
+            found["paths"].append("/version")
+            version = get("/version", discovery.JSON)
+        server_version = discovery.server_version(version)
+        client_cache.fill(client.client.resources, found["lists"], version)
     except CoreException as exc:
         module.fail_from_exception(exc)
     except discovery.DiscoveryError as exc:
@@ -123,8 +146,8 @@ def main():
         module.fail_json(msg="Kubernetes API discovery failed: %s" % exc, exception=traceback.format_exc())
     table = found["table"]
     module.exit_json(changed=False, api_table=table, api_kinds=discovery.api_kinds(table),
-                     api_resources=discovery.api_resources(table), server_version=found["server_version"],
-                     version=found["version"], aggregated=found["aggregated"], stale=found["stale"],
+                     api_resources=discovery.api_resources(table), server_version=server_version,
+                     version=version, aggregated=found["aggregated"], stale=found["stale"],
                      requests=found["paths"])
 
 

@@ -23,6 +23,8 @@ prints the wall time, the tasks executed (PLAY RECAP, skipped ones included),
 the objects applied, and the API calls by verb as the fake API server counted
 them. `kubectl apply --server-side` of the same objects sends one PATCH per
 object after its discovery, which is the floor for the API calls.
+`--fresh-discovery-cache` runs each no-op without kubernetes.core's discovery
+cache file (an empty TMPDIR), as in a fresh execution environment.
 `--collection-tree` builds the collection from another checkout (for example
 `git archive <rev> | tar -x -C /tmp/rev`) to compare before and after.
 
@@ -76,12 +78,13 @@ class Core:
         # The playbook comes from the same checkout as the collection.
         self.work, self.collections, self.playbook = work, collections_path, str(tree / "playbooks" / "cluster.yml")
         self.helm = helm
+        self.env = dict(helm.env)
 
     def seed(self, api):
         core.seed(api, str(len(core.load_facts("hgx-h100")["gpus"]) * 4))
 
     def run(self, api, name):
-        return core.run(self.work, api, name, collections=self.collections, playbook=self.playbook, env=self.helm.env)
+        return core.run(self.work, api, name, collections=self.collections, playbook=self.playbook, env=self.env)
 
 
 class Full(Core):
@@ -92,7 +95,7 @@ class Full(Core):
         self.releases = sorted(stack.seed(api, self.work, self.collections, self.playbook).releases)
 
     def run(self, api, name):
-        return stack.run(api, self.work, name, self.collections, playbook=self.playbook, env=self.helm.env)
+        return stack.run(api, self.work, name, self.collections, playbook=self.playbook, env=self.env)
 
     def manifests(self):
         """The rendered manifests that cluster.yml applies (the smoke tests' only with gpu_smoke_test_run)."""
@@ -172,6 +175,9 @@ def main():
     parser.add_argument("--kubectl", help="kubectl binary: time the floor beside the no-op (full scenario)")
     parser.add_argument("--helm", help="helm binary (default: the pinned one, installed by scripts/install_helm.py)")
     parser.add_argument("--output", help="write the last no-op run's ansible-playbook output to this file (its task list)")
+    parser.add_argument("--fresh-discovery-cache", action="store_true",
+                        help="each no-op run without kubernetes.core's discovery cache file, as in a fresh execution "
+                             "environment (an empty TMPDIR per run)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-k8s-noop-"))
     if not args.helm:
@@ -191,6 +197,9 @@ def main():
         for i in range(args.runs):
             del api.requests[:]
             helm.clear()
+            if args.fresh_discovery_cache:
+                (work / ("tmp-%d" % i)).mkdir()
+                scenario.env["TMPDIR"] = str(work / ("tmp-%d" % i))
             start = time.monotonic()
             result = scenario.run(api, "noop-%d" % i)
             elapsed = time.monotonic() - start

@@ -109,6 +109,55 @@ def parse_aggregated(doc):
     return table, stale
 
 
+def _legacy_subresource(group, version, parent, namespaced, sub):
+    """The ``<plural>/<sub>`` entry of an APIResourceList for one APISubresourceDiscovery."""
+    kind = sub.get("responseKind") or {}
+    out = {"name": "%s/%s" % (parent, sub["subresource"]), "singularName": "", "namespaced": namespaced,
+           "kind": kind.get("kind"), "verbs": sub.get("verbs") or []}
+    # An APIResource names a group and version only where they differ from its list's (deployments/scale:
+    # autoscaling/v1 Scale); the aggregated document names them always.
+    other = (kind.get("group") or "", kind.get("version") or version)
+    if other != (group, version):
+        out["group"], out["version"] = other
+    return out
+
+
+def legacy_resources(group, version, version_doc):
+    """The ``resources`` of the APIResourceList that the legacy discovery answers for one APIVersionDiscovery
+    (``GET /apis/<group>/<version>``): name, singularName, namespaced, kind, verbs, shortNames and categories
+    of each resource, then a ``<plural>/<sub>`` entry per subresource. The legacy list also names a
+    storageVersionHash, which the aggregated document does not carry."""
+    out = []
+    for res in version_doc.get("resources") or []:
+        kind = (res.get("responseKind") or {}).get("kind")
+        if not res.get("resource") or not kind:
+            continue  # nothing a request could name
+        namespaced = res.get("scope") == "Namespaced"
+        doc = {"name": res["resource"], "singularName": res.get("singularResource") or "", "namespaced": namespaced,
+               "kind": kind, "verbs": res.get("verbs") or []}
+        for key in ("shortNames", "categories"):
+            if res.get(key):
+                doc[key] = res[key]
+        out.append(doc)
+        out += [_legacy_subresource(group, version, res["resource"], namespaced, sub)
+                for sub in res.get("subresources") or [] if sub.get("subresource")]
+    return out
+
+
+def aggregated_lists(doc):
+    """``[(group, version, preferred, resources)]`` of an APIGroupDiscoveryList, ``resources`` as the legacy
+    APIResourceList has them (legacy_resources), None for a Stale version."""
+    _need(doc, (AGGREGATED_KIND,), "/api(s)")
+    out = []
+    for group_doc in doc.get("items") or []:
+        group = (group_doc.get("metadata") or {}).get("name") or ""
+        for index, version_doc in enumerate(group_doc.get("versions") or []):
+            version = version_doc.get("version")
+            fresh = version_doc.get("freshness") != STALE
+            out.append((group, version, index == 0, legacy_resources(group, version, version_doc) if fresh else None))
+    return out
+
+
 def legacy_group_versions(core_doc, groups_doc):
     """``[(group, version, preferred)]`` every served group-version, from an APIVersions (/api) and an
     APIGroupList (/apis); either may be None (not asked)."""
@@ -151,8 +200,10 @@ def discover(get, version=True):
     """Read the server: ``get(path, accept)`` returns the decoded JSON of a GET, raising Unavailable for a
     group-version that cannot be read now.
 
-    Returns ``{"table", "stale", "aggregated", "version", "server_version", "paths"}``;
-    ``paths`` are the GETs made, in order (/version first when ``version``).
+    Returns ``{"table", "stale", "aggregated", "version", "server_version", "paths", "lists"}``;
+    ``paths`` are the GETs made, in order (/version first when ``version``); ``lists`` are
+    ``[(group, version, preferred, resources)]``, every served group-version with the resources of its
+    APIResourceList (subresources included), None for one that could not be read now.
     """
     paths = []
 
@@ -161,7 +212,7 @@ def discover(get, version=True):
         return get(path, accept)
 
     version_doc = _get("/version", JSON) if version else None
-    table, stale, legacy, flags = [], [], [], []
+    table, stale, legacy, flags, lists = [], [], [], [], []
     for path in ("/api", "/apis"):
         doc = _get(path, ACCEPT)
         flags.append(aggregated(doc))
@@ -169,14 +220,19 @@ def discover(get, version=True):
             rows, gone = parse_aggregated(doc)
             table += rows
             stale += gone
+            lists += aggregated_lists(doc)
         else:
             legacy += legacy_group_versions(doc if path == "/api" else None, doc if path == "/apis" else None)
     for group, ver, preferred in legacy:
         try:
-            table += parse_resource_list(group, ver, preferred, _get(group_version_path(group, ver), JSON))
+            doc = _get(group_version_path(group, ver), JSON)
         except Unavailable:
             stale.append(group_version(group, ver))
-    return {"table": table, "stale": sorted(stale), "aggregated": all(flags),
+            lists.append((group, ver, preferred, None))
+            continue
+        table += parse_resource_list(group, ver, preferred, doc)
+        lists.append((group, ver, preferred, list(doc.get("resources") or [])))
+    return {"table": table, "stale": sorted(stale), "aggregated": all(flags), "lists": lists,
             "version": version_doc, "server_version": server_version(version_doc) if version else None, "paths": paths}
 
 

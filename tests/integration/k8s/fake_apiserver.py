@@ -40,6 +40,10 @@ Beyond server-side apply it follows the API reference where the roles rely on it
   `application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`, /api
   and /apis answer the aggregated APIGroupDiscoveryList (versions listed
   preferred first), unless `aggregated` is off, as on a server before 1.30;
+  both documents carry what kubernetes.core's discovery cache is built from
+  (verbs, singular names, subresources: the `name/sub` entries of an
+  APIResourceList are the aggregated document's APISubresourceDiscovery), so
+  a cache filled from either is the same; /version answers `version`;
 - several versions of a kind are views of one stored object (apiVersion is the
   one asked for);
 - a deprecated version is served with a `Warning: 299 - "..."` header
@@ -86,6 +90,23 @@ VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 # is 405 MethodNotAllowed, as on the real server.
 CREATE_ONLY = {("v1", "bindings")}
 RESOURCES["v1"].append(("bindings", "Binding", True))
+# (group/version, plural) -> its subresources (name, verbs), in both discovery documents: name/sub entries of the
+# APIResourceList, APISubresourceDiscovery entries of the aggregated one (most answer their resource's kind).
+SUBRESOURCES = {
+    ("v1", "nodes"): [("status", ["get", "patch", "update"]), ("proxy", ["create", "delete", "get", "patch", "update"])],
+    ("v1", "namespaces"): [("status", ["get", "patch", "update"]), ("finalize", ["update"])],
+    ("v1", "pods"): [("status", ["get", "patch", "update"]), ("log", ["get"])],
+    ("v1", "resourcequotas"): [("status", ["get", "patch", "update"])],
+}
+# Subresources that answer another kind than their resource's (group, version, kind), as the API reference has them.
+SUBRESOURCE_KINDS = {("v1", "nodes", "proxy"): ("", "v1", "NodeProxyOptions")}
+
+
+def _subresources(gv, plural, kind):
+    """[(name, verbs, (group, version, kind))] of a resource."""
+    group, dummy, version = gv.rpartition("/")
+    return [(name, verbs, SUBRESOURCE_KINDS.get((gv, plural, name), (group, version, kind)))
+            for name, verbs in SUBRESOURCES.get((gv, plural), [])]
 
 
 def _drop_nulls(value):
@@ -410,7 +431,11 @@ class FakeAPIServer:
                 {"version": v, "freshness": "Current", "resources": [
                     {"resource": p, "responseKind": {"group": group, "version": v, "kind": k},
                      "scope": "Namespaced" if n else "Cluster", "singularResource": k.lower(),
-                     "verbs": _verbs("%s/%s" % (group, v) if group else v, p)}
+                     "verbs": _verbs("%s/%s" % (group, v) if group else v, p),
+                     "subresources": [{"subresource": name, "verbs": verbs,
+                                       "responseKind": {"group": sg, "version": sv, "kind": sk}}
+                                      for name, verbs, (sg, sv, sk) in _subresources(
+                                          "%s/%s" % (group, v) if group else v, p, k)]}
                     for p, k, n in self._resources("%s/%s" % (group, v) if group else v)]}
                 for v in sorted(versions, key=_version_key, reverse=True)]})
         return 200, {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
@@ -437,9 +462,15 @@ class FakeAPIServer:
                 for g, vs in sorted(groups.items())]}
         gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):]
         if gv in served:
-            return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
-                {"name": p, "singularName": k.lower(), "namespaced": n, "kind": k, "verbs": _verbs(gv, p)}
-                for p, k, n in self._resources(gv)]}
+            resources = []
+            for p, k, n in self._resources(gv):
+                resources.append({"name": p, "singularName": k.lower(), "namespaced": n, "kind": k, "verbs": _verbs(gv, p)})
+                for name, verbs, (sg, sv, sk) in _subresources(gv, p, k):
+                    sub = {"name": "%s/%s" % (p, name), "singularName": "", "namespaced": n, "kind": sk, "verbs": verbs}
+                    if (("%s/%s" % (sg, sv)) if sg else sv) != gv:  # named only where they differ from the list's
+                        sub.update(group=sg, version=sv)
+                    resources.append(sub)
+            return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
         return None
 
     def _parse(self, path):

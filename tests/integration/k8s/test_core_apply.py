@@ -9,6 +9,7 @@ real helm (tests/conftest.py, helm_dir) reads it.
 """
 import collections
 import json
+import re
 import urllib.error
 import urllib.request
 
@@ -54,6 +55,12 @@ def run(tmp_path, api, name, args=(), expect_failure=False, collections=None, ex
         "gpu_nodes_validate_delay": 0,
     }, **(extra or {})), nodes=NODES, env=dict({"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, **(env or {})), args=args,
         expect_failure=expect_failure, collections_path=collections, playbook=playbook)
+
+
+def discovery_calls(requests):
+    """The discovery GETs among ``requests``: /version, /api, /apis and each group-version's."""
+    return [r[1] for r in requests
+            if r[0] == "GET" and re.match(r"^/(version|api|apis)$|^/api/v1/?$|^/apis/[^/]+/[^/]+/?$", r[1])]
 
 
 def recap(result):
@@ -104,8 +111,15 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
 
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
         start = len(api.requests)
-        second = run(tmp_path, api, "second", collections=installed_collection)
+        # As in a fresh execution environment: no kubernetes.core discovery cache file (it lives in the temp dir).
+        fresh_tmp = tmp_path / "fresh-tmp"
+        fresh_tmp.mkdir()
+        second = run(tmp_path, api, "second", collections=installed_collection, env={"TMPDIR": str(fresh_tmp)})
         assert "changed=0" in recap(second), recap(second)
+        # Discovery: the first kubernetes.core client asks /version and /apis for its cache file, k8s_discovery
+        # the aggregated /api and /apis and fills that file; no later client asks again (no group-version GET).
+        assert discovery_calls(api.requests[start:]) == ["/version", "/apis", "/api", "/apis"]
+        assert [p.name for p in fresh_tmp.glob("k8srcp-*.json")] != []
         # A no-op reads each object at most once: one GET (the state before) and one server-side apply
         # PATCH per object, whose answer is the object as stored (Server-Side Apply, API reference).
         patched = [r[1] for r in api.requests[start:] if r[0] == "PATCH"]

@@ -5,7 +5,9 @@ Aggregated discovery follows https://kubernetes.io/docs/concepts/overview/kubern
 aggregation off (``server.aggregated = False``), answers the legacy APIVersions/APIGroupList and one
 APIResourceList per group-version (https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api).
 """
+import json
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -49,11 +51,12 @@ def paths(api):
     return [r[1] for r in api.requests]
 
 
-def test_aggregated_discovery_takes_api_and_apis_and_version():
+def test_aggregated_discovery_takes_api_and_apis():
     with FakeAPIServer(version="1.36") as api:
         warm(api)
         result = discover(api)
-        assert paths(api) == ["/version", "/api", "/apis"] == result["requests"]
+        # The version is the one kubernetes.core's client read from the server for its cache file.
+        assert paths(api) == ["/api", "/apis"] == result["requests"]
         assert result["aggregated"] and result["server_version"] == "1.36" and result["stale"] == []
         assert not result["changed"]
         table = result["api_table"]
@@ -77,9 +80,9 @@ def test_a_server_without_aggregation_is_asked_each_group_version():
         warm(api)
         legacy = discover(api)
         group_versions = sorted(RESOURCES)
-        assert len(api.requests) == 3 + len(group_versions)
-        assert paths(api)[:3] == ["/version", "/api", "/apis"]
-        assert sorted(paths(api)[3:]) == sorted("/api/" + gv if "/" not in gv else "/apis/" + gv for gv in group_versions)
+        assert len(api.requests) == 2 + len(group_versions)
+        assert paths(api)[:2] == ["/api", "/apis"]
+        assert sorted(paths(api)[2:]) == sorted("/api/" + gv if "/" not in gv else "/apis/" + gv for gv in group_versions)
         assert not legacy["aggregated"] and legacy["server_version"] == "1.29"
     # The same table as the aggregated answer gives.
     with FakeAPIServer(version="1.29") as api:
@@ -98,16 +101,81 @@ def test_a_crd_established_later_is_in_the_next_discovery():
         assert "widgets.example.com" in result["api_resources"]
 
 
-def test_kubernetes_cores_cache_file_costs_version_and_apis_once():
+def cache_file():
+    """kubernetes.core's discovery cache file (k8srcp-<digest of server and user>.json) in the test's temp dir."""
+    found = list(Path(tempfile.gettempdir()).glob("k8srcp-*.json"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_without_a_cache_file_the_client_asks_version_and_apis_once_and_nothing_later():
     """kubernetes.core's client (get_api_client) reads its discovery cache file when it starts; without one it asks
-    /version and /apis once to write it, and every later client of the run reads the file."""
-    with FakeAPIServer() as api:
-        discover(api)
-        assert paths(api) == ["/version", "/apis", "/version", "/api", "/apis"]
+    /version and /apis to write it. The module then fills the file with every served resource, so that no later
+    client of the run asks /version, /apis or any group-version again."""
+    with FakeAPIServer(version="1.36") as api:
+        result = discover(api)
+        assert paths(api) == ["/version", "/apis", "/api", "/apis"]
+        assert result["requests"] == ["/api", "/apis"] and result["server_version"] == "1.36"
         del api.requests[:]
         k8s_client._pool.clear()
+        # A later kubernetes.core client, and lookups of resources of each kind of group: none asks the server.
+        later = get_api_client(host=api.url, api_key="t0ken")
+        assert later.client.version["kubernetes"]["gitVersion"] == "v1.36.0"
+        node = later.resource("Node", "v1")
+        assert (node.name, node.namespaced, sorted(node.subresources)) == ("nodes", False, ["proxy", "status"])
+        assert later.resource("LocalQueue", "kueue.x-k8s.io/v1beta1").preferred is False
+        assert later.resource("ClusterQueue", "kueue.x-k8s.io/v1beta2").name == "clusterqueues"
+        assert later.resource("NetworkPolicyList", "networking.k8s.io/v1").base_resource().name == "networkpolicies"
+        assert paths(api) == []
+        k8s_client._pool.clear()
+        assert discover(api)["requests"] == paths(api) == ["/api", "/apis"]
+
+
+def _kubernetes_cores_own_cache(api):
+    """The cache file that kubernetes.core's discoverer writes itself once it has read every group-version."""
+    client = get_api_client(host=api.url, api_key="t0ken")
+    assert len(list(client.client.resources)) > len(RESOURCES)  # reads each group-version, writes the file
+    k8s_client._pool.clear()
+    path = cache_file()
+    written = json.loads(path.read_text())
+    path.unlink()
+    return written
+
+
+@pytest.mark.parametrize("aggregated", [True, False], ids=["aggregated", "legacy"])
+def test_the_cache_file_is_the_one_kubernetes_core_writes_itself(aggregated):
+    """Pins the cache format to the real discoverer: the file the module writes from its discovery is the file
+    kubernetes.core's LazyDiscoverer (over kubernetes.dynamic's) writes after reading each group-version on its own."""
+    with FakeAPIServer() as api:
+        api.aggregated = aggregated
+        api.served["example.com/v1"] = [("widgets", "Widget", True)]
+        own = _kubernetes_cores_own_cache(api)
         discover(api)
-        assert paths(api) == ["/version", "/api", "/apis"]
+        assert json.loads(cache_file().read_text()) == own
+        assert own["resources"]["api"][""]["v1"]["resources"]["Node"][0]["subresources"]["status"]["verbs"]
+
+
+def test_the_version_is_asked_again_when_the_served_apis_changed_since_the_cache():
+    """kubernetes.core asks /version again when its cache misses a kind; so does the module when the served
+    group-versions or resources differ from its cache's (an upgrade: Kubernetes 1.34 serves resource.k8s.io/v1)."""
+    with FakeAPIServer(version="1.33") as api:
+        assert discover(api)["server_version"] == "1.33"
+        api.version = "1.34"
+        api.served["resource.k8s.io/v1"] = [("deviceclasses", "DeviceClass", False)]
+        del api.requests[:]
+        k8s_client._pool.clear()
+        upgraded = discover(api)
+        assert upgraded["requests"] == paths(api) == ["/api", "/apis", "/version"]
+        assert upgraded["server_version"] == "1.34" and upgraded["version"]["gitVersion"] == "v1.34.0"
+        assert json.loads(cache_file().read_text())["version"]["kubernetes"]["minor"] == "34"
+        # A CRD established since changes the resources of a cached group-version.
+        api.served["resource.k8s.io/v1"].append(("resourceclaims", "ResourceClaim", True))
+        del api.requests[:]
+        k8s_client._pool.clear()
+        assert discover(api)["requests"] == ["/api", "/apis", "/version"]
+        del api.requests[:]
+        k8s_client._pool.clear()
+        assert discover(api)["requests"] == ["/api", "/apis"]
 
 
 def test_an_unreachable_server_fails_with_the_reason():

@@ -100,12 +100,21 @@ def test_check_mode_writes_nothing(tmp_path, installed_collection):
 
 
 def test_dra_refuses_an_api_server_older_than_134(tmp_path, installed_collection):
+    # The version comes from kubernetes.core's client: asked by it without a discovery cache file (a fresh
+    # execution environment), then read from the file that the first run left.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     with FakeAPIServer(version="1.33") as api:
         seed(api)
-        result = render_cluster(tmp_path / "old", extra_vars={
-            "gpuops_k8s_render_dir": "", "gpuops_k8s_host": api.url, "gpuops_k8s_api_key": TOKEN,
-            "gpu_operator_enabled": False, "dra_driver_enabled": True, "volcano_enabled": False, "kueue_enabled": False,
-            "kuberay_enabled": False}, nodes=NODES, env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None},
-            expect_failure=True, collections_path=installed_collection)
-        assert "this cluster is 1.33 (API server)" in " ".join(result.output.split())
+        for run_name in ("old", "old-cached"):
+            start = len(api.requests)
+            result = render_cluster(tmp_path / run_name, extra_vars={
+                "gpuops_k8s_render_dir": "", "gpuops_k8s_host": api.url, "gpuops_k8s_api_key": TOKEN,
+                "gpu_operator_enabled": False, "dra_driver_enabled": True, "volcano_enabled": False, "kueue_enabled": False,
+                "kuberay_enabled": False}, nodes=NODES, env={"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None,
+                                                             "TMPDIR": str(temp)},
+                expect_failure=True, collections_path=installed_collection)
+            assert "this cluster is 1.33 (API server)" in " ".join(result.output.split())
+            asked = [r[1] for r in api.requests[start:]]
+            assert asked.count("/version") == (1 if run_name == "old" else 0), asked
         assert api.writes() == []

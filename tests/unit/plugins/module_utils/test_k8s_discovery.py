@@ -86,6 +86,31 @@ def test_two_calls_where_the_server_aggregates():
     assert d.discover(get, version=False)["version"] is None and [p for p, a in asked] == ["/api", "/apis"]
 
 
+def test_the_lists_are_the_apiresourcelists_the_legacy_discovery_answers():
+    """What kubernetes.core's discovery cache is built from: per group-version, the resources of its
+    APIResourceList, a ``<plural>/<sub>`` entry per subresource that names its group and version only where they
+    differ from the list's (deployments/scale answers autoscaling/v1 Scale); a Stale version has none."""
+    get, dummy = server({"/api": CORE, "/apis": APIS})
+    lists = d.discover(get, version=False)["lists"]
+    assert [(g, v, p) for g, v, p, r in lists] == [("", "v1", True), ("apps", "v1", True), ("kueue.x-k8s.io", "v1beta2", True),
+                                                   ("kueue.x-k8s.io", "v1beta1", False),
+                                                   ("visibility.kueue.x-k8s.io", "v1beta1", True)]
+    assert lists[-1][3] is None
+    verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+    assert lists[0][3][:3] == [
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": verbs},
+        {"name": "pods/status", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get", "patch", "update"]},
+        {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get", "patch", "update"]}]
+    scale = dict(resource("deployments", "Deployment", "apps", "v1", subresources=("scale",)), shortNames=["deploy"],
+                 categories=["all"])
+    scale["subresources"][0]["responseKind"] = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    assert d.legacy_resources("apps", "v1", {"resources": [scale]}) == [
+        {"name": "deployments", "singularName": "deployment", "namespaced": True, "kind": "Deployment", "verbs": verbs,
+         "shortNames": ["deploy"], "categories": ["all"]},
+        {"name": "deployments/scale", "singularName": "", "namespaced": True, "kind": "Scale",
+         "verbs": ["get", "patch", "update"], "group": "autoscaling", "version": "v1"}]
+
+
 LEGACY = {
     "/version": {"major": "1", "minor": "29+", "gitVersion": "v1.29.4"},
     "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},

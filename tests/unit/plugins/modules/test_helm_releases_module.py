@@ -43,10 +43,12 @@ class FakeHelm:
         return 0, recorded(self.state, what), ""
 
 
-def run(helm, releases=None, recover=True, check=False):
+def run(helm, releases=None, recover=True, check=False, invocation=False):
     args = {"releases": k8s_helm_wanted([RELEASE] if releases is None else releases), "recover": recover}
     if check:
         args["_ansible_check_mode"] = True
+    if invocation:  # as the controller asks at -vvv, or with INJECT_INVOCATION (ansible-core 2.19+)
+        args["_ansible_inject_invocation"] = True
     with patch_module_args(args), \
             mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=helm), \
             mock.patch.object(basic.AnsibleModule, "get_bin_path", return_value="/usr/local/bin/helm"):
@@ -125,3 +127,19 @@ def test_a_bad_name_fails_before_helm_runs():
         with pytest.raises(FailJson) as caught:
             helm_releases.main()
     assert "Helm release name 'bad|name' is invalid" in caught.value.args[0]["msg"] and helm.calls == []
+
+
+REAL_EXIT_JSON = basic.AnsibleModule.exit_json  # before module_exits patches it: the result as it leaves the module
+
+
+def test_the_wanted_values_digest_never_leaves_the_module(capsys):
+    # exit_json as in a real run: the invocation is added and no_log values are masked (-vvv shows the invocation).
+    wanted = k8s_helm_wanted([RELEASE])
+    digest = wanted[0]["values_digest"]
+    with mock.patch.object(basic.AnsibleModule, "exit_json", REAL_EXIT_JSON), pytest.raises(SystemExit) as done:
+        run(FakeHelm("deployed"), check=True, invocation=True)
+    assert done.value.code == 0
+    printed = capsys.readouterr().out
+    result = json.loads(printed)
+    assert result["invocation"]["module_args"]["releases"][0]["name"] == "gpu-operator"
+    assert digest not in printed and digest.split(":")[-1] not in printed
