@@ -62,12 +62,15 @@ check_helm_values(values, chart_values, free_form=()) -> list of unknown key pat
     path named in ``free_form`` (dotted, e.g. ``"hostPaths.kubeletRootDir"``
     for a key upstream documents in a comment), anything is allowed.
 """
+import contextlib
 import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -197,14 +200,27 @@ _REPLAY_PLAY = """---
         nvidia: "{{ test_nvidia_facts }}"
         cacheable: true
       when: test_nvidia_facts is defined
-    - name: Set the MIG plan's resource counts
-      ansible.builtin.set_fact:
-        mig_k8s_resources: "{{ test_mig_k8s_resources }}"
-      when: test_mig_k8s_resources is defined
-
+%s
 - name: Kubernetes layer
   ansible.builtin.import_playbook: %s
 """
+# Only when a node has them: the run's task count is what cluster.yml runs, plus one task per GPU node.
+_REPLAY_MIG = """    - name: Set the MIG plan's resource counts
+      ansible.builtin.set_fact:
+        mig_k8s_resources: "{{ test_mig_k8s_resources }}"
+      when: test_mig_k8s_resources is defined
+"""
+
+
+@contextlib.contextmanager
+def short_tmpdir(prefix):
+    """An empty TMPDIR of its own, with a short path: ansible-core's local RPC server puts a Unix socket there,
+    and pytest-xdist's folder names would pass the 107-byte socket path limit."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(str(tmp), ignore_errors=True)
 
 
 def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, collections_path=None,
@@ -220,7 +236,8 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
         (workdir / "hosts.yml").write_text(yaml.safe_dump(_overlay(inventory, nodes)))
     else:
         (workdir / "hosts.yml").write_text(yaml.safe_dump(_inventory(nodes)))
-    (workdir / "play.yml").write_text(_REPLAY_PLAY % (ROOT / playbook))
+    mig = any((spec or {}).get("mig_k8s_resources") is not None for spec in (nodes or {}).values())
+    (workdir / "play.yml").write_text(_REPLAY_PLAY % (_REPLAY_MIG if mig else "", ROOT / playbook))
     evars = dict(extra_vars or {})
     evars.setdefault("gpuops_k8s_render_dir", str(render_dir))
     (workdir / "extra_vars.json").write_text(json.dumps(evars))

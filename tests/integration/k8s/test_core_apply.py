@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from fake_apiserver import FakeAPIServer
-from k8s_support import load_facts, render_cluster
+from k8s_support import load_facts, render_cluster, short_tmpdir
 
 pytestmark = pytest.mark.slow
 
@@ -112,14 +112,16 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         rv = {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()}
         start = len(api.requests)
         # As in a fresh execution environment: no kubernetes.core discovery cache file (it lives in the temp dir).
-        fresh_tmp = tmp_path / "fresh-tmp"
-        fresh_tmp.mkdir()
-        second = run(tmp_path, api, "second", collections=installed_collection, env={"TMPDIR": str(fresh_tmp)})
+        with short_tmpdir("gpuops-fresh-") as fresh_tmp:
+            second = run(tmp_path, api, "second", collections=installed_collection, env={"TMPDIR": str(fresh_tmp)})
+            cache_files = [p.name for p in fresh_tmp.glob("k8srcp-*.json")]
         assert "changed=0" in recap(second), recap(second)
+        # One plan loop and one pass over every layer: at most 60 tasks (165 before).
+        assert second.tasks <= 60, second.tasks
         # Discovery: the first kubernetes.core client asks /version and /apis for its cache file, k8s_discovery
         # the aggregated /api and /apis and fills that file; no later client asks again (no group-version GET).
         assert discovery_calls(api.requests[start:]) == ["/version", "/apis", "/api", "/apis"]
-        assert [p.name for p in fresh_tmp.glob("k8srcp-*.json")] != []
+        assert cache_files != []
         # A no-op reads each object at most once: one GET (the state before) and one server-side apply
         # PATCH per object, whose answer is the object as stored (Server-Side Apply, API reference).
         patched = [r[1] for r in api.requests[start:] if r[0] == "PATCH"]
@@ -285,6 +287,9 @@ def test_a_layer_without_releases_never_acts_on_an_earlier_applys_helm_plans(tmp
                                 collections_path=installed_collection)
         assert api.get("ConfigMap", "applied", "stale-check")["data"] == {"layer": "stale_check"}
         flat = " ".join(result.output.split())
-        assert "Uninstall the Helm releases that never deployed" in flat
+        # The layer's own Helm decision (none: it has no release) says that nothing acts, so the Helm
+        # tasks are not even included.
+        assert re.search(r"Recover, install or upgrade the Helm releases\] \**\s*skipping:", flat), flat[-3000:]
+        assert "Uninstall the Helm releases that never deployed" not in flat
         assert "never deployed: uninstalled" not in flat
         assert "failed=0" in recap(result)

@@ -8,14 +8,11 @@ the in-memory API server (success) and against an unreachable address
 (failure), in apply and check mode, and look for the token in the output and
 in every file the run leaves behind, temporary folders included.
 """
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from fake_apiserver import FakeAPIServer
-from k8s_support import render_cluster
+from k8s_support import render_cluster, short_tmpdir
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +21,8 @@ NODES = {"gpu-a": {"facts": "l40s"}}
 
 
 def run(workdir, host, args, expect_failure, collections):
-    # A short TMPDIR: ansible-core's local RPC server puts a Unix socket there,
-    # and pytest-xdist's folder names would pass the 107-byte socket path limit.
-    tmp = Path(tempfile.mkdtemp(prefix="gpuops-cred-"))
-    try:
+    with short_tmpdir("gpuops-cred-") as tmp:
         return _run(workdir, tmp, host, args, expect_failure, collections)
-    finally:
-        shutil.rmtree(str(tmp), ignore_errors=True)
 
 
 def _run(workdir, tmp, host, args, expect_failure, collections):

@@ -8,7 +8,7 @@ import pytest
 
 import fake_apiserver
 from fake_apiserver import FakeAPIServer
-from k8s_support import load_facts, render_cluster
+from k8s_support import load_facts, render_cluster, short_tmpdir
 
 pytestmark = pytest.mark.slow
 
@@ -102,9 +102,7 @@ def test_check_mode_writes_nothing(tmp_path, installed_collection):
 def test_dra_refuses_an_api_server_older_than_134(tmp_path, installed_collection):
     # The version comes from kubernetes.core's client: asked by it without a discovery cache file (a fresh
     # execution environment), then read from the file that the first run left.
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    with FakeAPIServer(version="1.33") as api:
+    with short_tmpdir("gpuops-dra-") as temp, FakeAPIServer(version="1.33") as api:
         seed(api)
         for run_name in ("old", "old-cached"):
             start = len(api.requests)
