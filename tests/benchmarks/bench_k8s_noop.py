@@ -28,13 +28,16 @@ cache file (an empty TMPDIR), as in a fresh execution environment.
 `--collection-tree` builds the collection from another checkout (for example
 `git archive <rev> | tar -x -C /tmp/rev`) to compare before and after.
 
-The floor that the no-op is measured against is `kubectl apply --server-side`
-of the rendered objects plus one `helm status` per release. With `--kubectl`
-and `--helm` (kubectl and helm come in the PyPI package that
-scripts/install_helm.py reads, in its layer.zip) it is timed side by side, on
-the same in-memory API server and objects: its discovery cached, as
-kubectl's own cache does, and the median of `--runs` runs. A real
-kube-apiserver is slower per call than this one, so there the floor is higher.
+The full scenario is timed against the Ansible floor: one `ansible-playbook`
+run with a single `kubernetes.core.k8s` server-side apply task of the same
+objects (the rendered manifests), plus `helm status` per release, on the same
+in-memory API server, its kubernetes.core discovery cache filled by a first
+run; the last line is the no-op's median over the floor's. With `--kubectl`
+(kubectl and helm come in the PyPI package that scripts/install_helm.py reads,
+in its layer.zip) `kubectl apply --server-side` of the same objects plus
+`helm status` per release is timed too, its discovery cached as kubectl's own
+cache does. A real kube-apiserver is slower per call than this one, so there
+every figure is higher.
 """
 import argparse
 import json
@@ -138,13 +141,7 @@ def by_kind(counted):
 def floor(api, scenario, args):
     """kubectl apply --server-side of the rendered objects plus helm status per release, timed."""
     home = scenario.work / "floor-home"
-    home.mkdir(exist_ok=True)
-    kubeconfig = home / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
-        "clusters": [{"name": "bench", "cluster": {"server": api.url}}],
-        "users": [{"name": "bench", "user": {"token": core.TOKEN}}],
-        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}]}))
+    kubeconfig = _kubeconfig(api, home)
     env = dict(os.environ, HOME=str(home), KUBECONFIG=str(kubeconfig))
     argv = [args.kubectl, "apply", "--server-side", "--field-manager=gpuops-platform", "--validate=false"]
     for path in scenario.manifests():
@@ -156,15 +153,84 @@ def floor(api, scenario, args):
         start = time.monotonic()
         subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
         for name in scenario.releases:
-            namespace = next(o["metadata"]["namespace"] for o in api.objects.values()
-                             if o.get("kind") == "Secret" and (o["metadata"].get("labels") or {}).get("name") == name
-                             and (o["metadata"].get("labels") or {}).get("owner") == "helm")
+            namespace = _release_namespace(api, name)
             subprocess.run([args.helm, "status", name, "--namespace", namespace, "-o", "json"], env=env, check=True,
                            stdout=subprocess.DEVNULL)
         times.append(time.monotonic() - start)
         calls = len(api.requests)
     print("floor: kubectl apply --server-side of %d files plus helm status x%d: median %.2f s, %d API calls (%s)" % (
         len(scenario.manifests()), len(scenario.releases), statistics.median(times), calls, by_kind(verbs(api.requests))))
+
+
+ANSIBLE_FLOOR = """---
+# The Ansible floor of a no-op: one server-side apply task of every object, then helm status per release.
+- name: Floor
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Server-side apply every object
+      kubernetes.core.k8s:
+        kubeconfig: "{{ floor_kubeconfig }}"
+        state: present
+        definition: "{{ floor_objects }}"
+        server_side_apply:
+          field_manager: gpuops-platform
+    - name: Ask helm for each release's status
+      ansible.builtin.command:
+        argv: ["{{ floor_helm }}", status, "{{ item.name }}", --namespace, "{{ item.namespace }}", -o, json,
+               --kubeconfig, "{{ floor_kubeconfig }}"]
+      changed_when: false
+      loop: "{{ floor_releases }}"
+"""
+
+
+def _kubeconfig(api, home):
+    home.mkdir(exist_ok=True)
+    kubeconfig = home / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+        "clusters": [{"name": "bench", "cluster": {"server": api.url}}],
+        "users": [{"name": "bench", "user": {"token": core.TOKEN}}],
+        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}]}))
+    return kubeconfig
+
+
+def _release_namespace(api, name):
+    return next(o["metadata"]["namespace"] for o in api.objects.values()
+                if o.get("kind") == "Secret" and (o["metadata"].get("labels") or {}).get("name") == name
+                and (o["metadata"].get("labels") or {}).get("owner") == "helm")
+
+
+def ansible_floor(api, scenario, args):
+    """The issue's floor: one ansible-playbook run with a single kubernetes.core.k8s server-side apply task of the
+    same objects (the rendered manifests), plus helm status per release; timed beside the no-op, its discovery cache
+    filled by a first run, as kubernetes.core's own cache is on a warm execution environment."""
+    import yaml  # ansible-core's own dependency
+    home = scenario.work / "ansible-floor"
+    kubeconfig = _kubeconfig(api, home)
+    objects = [doc for path in scenario.manifests() for doc in yaml.safe_load_all(path.read_text()) if doc]
+    releases = [{"name": name, "namespace": _release_namespace(api, name)} for name in scenario.releases]
+    (home / "vars.json").write_text(json.dumps({"floor_objects": objects, "floor_releases": releases,
+                                                "floor_kubeconfig": str(kubeconfig), "floor_helm": args.helm}))
+    (home / "floor.yml").write_text(ANSIBLE_FLOOR)
+    bindir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=str(bindir) + os.pathsep + os.environ.get("PATH", ""),
+               ANSIBLE_COLLECTIONS_PATH=str(scenario.collections), ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    argv = [str(bindir / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(home / "floor.yml"),
+            "-e", "@%s" % (home / "vars.json"), "-e", "ansible_python_interpreter=%s" % sys.executable]
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)  # fills kubernetes.core's discovery cache
+    times = []
+    for dummy in range(args.runs):
+        del api.requests[:]
+        start = time.monotonic()
+        out = subprocess.run(argv, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
+        times.append(time.monotonic() - start)
+    changed = [ln for ln in out.splitlines() if ln.startswith("localhost ")][-1]
+    print("ansible floor: one kubernetes.core.k8s server-side apply task of %d objects plus helm status x%d: median "
+          "%.2f s, %d API calls (%s); %s" % (len(objects), len(releases), statistics.median(times), len(api.requests),
+                                             by_kind(verbs(api.requests)), " ".join(changed.split()[1:])))
+    return statistics.median(times)
 
 
 def main():
@@ -213,6 +279,9 @@ def main():
                               ", ".join("%s %d" % kv for kv in sorted(calls.items())) or "none", len(api.warnings)))
             if "changed=0" not in [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1]:
                 print("  not a no-op: " + [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1])
+        floor_s = None
+        if args.scenario == "full":
+            floor_s = ansible_floor(api, scenario, args)
         if args.kubectl and args.helm and args.scenario == "full":
             floor(api, scenario, args)
     print("scenario %s: %d tasks on the first apply, %d server-side apply PATCHes then" % (
@@ -221,6 +290,7 @@ def main():
         statistics.median(r[0] for r in rows), rows[-1][1], rows[-1][2], by_kind(rows[-1][3]), args.collection_tree))
     if args.scenario == "full":
         print("releases seeded as deployed: %s" % ", ".join(scenario.releases))
+        print("no-op against the ansible floor: %.1fx" % (statistics.median(r[0] for r in rows) / floor_s))
 
 
 if __name__ == "__main__":
