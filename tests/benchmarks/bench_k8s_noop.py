@@ -215,7 +215,8 @@ def ansible_floor(api, scenario, args):
     (home / "floor.yml").write_text(ANSIBLE_FLOOR)
     bindir = Path(sys.executable).parent
     env = dict(os.environ, PATH=str(bindir) + os.pathsep + os.environ.get("PATH", ""),
-               ANSIBLE_COLLECTIONS_PATH=str(scenario.collections), ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(scenario.collections), str(ROOT / "collections")]),
+               ANSIBLE_LOCALHOST_WARNING="0",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
     argv = [str(bindir / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(home / "floor.yml"),
             "-e", "@%s" % (home / "vars.json"), "-e", "ansible_python_interpreter=%s" % sys.executable]
@@ -270,6 +271,8 @@ def main():
             result = scenario.run(api, "noop-%d" % i)
             elapsed = time.monotonic() - start
             counted = verbs(api.requests)
+            if os.environ.get("BENCH_DEBUG"):
+                print([r[1] for r in api.requests if verbs([r])["discovery"]])
             rows.append((elapsed, result.tasks, len(api.requests), counted))
             if args.output:
                 Path(args.output).write_text(result.output)
