@@ -9,6 +9,7 @@ import pytest
 from support.module_args import ExitJson, FailJson, patch_module_args
 
 from ansible.module_utils import basic
+from ansible.module_utils.ansible_release import __version__ as ANSIBLE_CORE
 from ansible_collections.gpuops.platform.plugins.filter.k8s_helm import k8s_helm_wanted
 from ansible_collections.gpuops.platform.plugins.modules import helm_releases
 
@@ -43,11 +44,15 @@ class FakeHelm:
         return 0, recorded(self.state, what), ""
 
 
+# ansible-core 2.19+ adds the invocation when the controller asks for it; older ones always add it.
+INJECT_ASKED = tuple(int(p) for p in ANSIBLE_CORE.split(".")[:2]) >= (2, 19)
+
+
 def run(helm, releases=None, recover=True, check=False, invocation=False):
     args = {"releases": k8s_helm_wanted([RELEASE] if releases is None else releases), "recover": recover}
     if check:
         args["_ansible_check_mode"] = True
-    if invocation:  # as the controller asks at -vvv, or with INJECT_INVOCATION (ansible-core 2.19+)
+    if invocation and INJECT_ASKED:  # as the controller asks at -vvv, or with INJECT_INVOCATION
         args["_ansible_inject_invocation"] = True
     with patch_module_args(args), \
             mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=helm), \
