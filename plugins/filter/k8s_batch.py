@@ -143,9 +143,9 @@ def k8s_layers(layers, variables, settings, render=False, built=None):
                  "phases": k8s_phases(members), "releases": releases,
                  "wait_crds": [to_text(c) for c in layer.get("wait_crds") or []],
                  "wait": boolean(layer.get("wait", False), strict=False),
-                 "no_log": (boolean(layer.get("no_log", False), strict=False)
-                            or any(o.get("kind") == "Secret" for o in objects)
-                            or any(r.get("sensitive") for r in releases)),
+                 "no_log": any([boolean(layer.get("no_log", False), strict=False),
+                                any(o.get("kind") == "Secret" for o in objects),
+                                any(r.get("sensitive") for r in releases)]),
                  "force_conflicts": boolean(layer.get("force_conflicts", force_default), strict=False),
                  "objects": len(objects), "settings": settings}
         if render:
