@@ -52,12 +52,17 @@ def test_each_add_on_spec_carries_the_shared_options_with_the_role_defaults(role
 
 @pytest.mark.parametrize("role", WITH_TASKS)
 def test_each_add_on_hands_its_release_to_k8s_apply_by_name(role):
+    """Its layer names the role as the release's source (k8s_apply builds the release from the shared
+    options), and its apply hands that layer to k8s_apply, as cluster.yml does with every layer."""
     base = ROOT / "roles" / role
+    role_vars = yaml.safe_load((base / "vars" / "main.yml").read_text()) or {}
+    layer = role_vars[role + "__layer"]
+    assert layer["layer"] == role and layer["release_from"] == role
+    assert "releases" not in layer, role
     apply = yaml.safe_load((base / "tasks" / "apply.yml").read_text())
     calls = [t for t in apply if t.get("ansible.builtin.include_role", {}).get("name") == "gpuops.platform.k8s_apply"]
-    assert [c["vars"].get("k8s_apply_release_from") for c in calls] == [role]
-    assert all("k8s_apply_releases" not in c["vars"] for c in calls), role
-    role_vars = yaml.safe_load((base / "vars" / "main.yml").read_text()) or {}
+    assert [c["ansible.builtin.include_role"].get("tasks_from") for c in calls] == ["layers"]
+    assert [c["vars"]["k8s_apply_layers"] for c in calls] == ["{{ [%s__layer] }}" % role]
     assert role + "__helm_release" not in role_vars, "%s restates the release mapping" % role
     assert role + "__helm_values" in role_vars, "%s: k8s_apply reads %s__helm_values" % (role, role)
 
