@@ -33,6 +33,7 @@ import yaml
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.jinja_tests import unique
@@ -127,7 +128,8 @@ def invalid_values(names, specs, value_of, roles=None):
     if not spec:
         return 0, []
     result = ArgumentSpecValidator(spec).validate(values)
-    return len(spec), [to_text(e) for e in result.error_messages]
+    # A message may quote the value (a choice, a conversion): a no_log option's never shows.
+    return len(spec), remove_values([to_text(e) for e in result.error_messages], result._no_log_values)
 
 
 def owner(name, roles):

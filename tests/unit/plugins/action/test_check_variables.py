@@ -284,3 +284,15 @@ def test_enabled_is_each_switch_as_set_or_the_argument_spec_default():
     assert enabled["kueue"] is False and enabled["kai_scheduler"] is True
     assert enabled["volcano"] is True and enabled["dra_driver"] is False     # the specs' defaults
     assert enabled["prometheus_adapter"] is specs["gpu_monitoring"]["gpu_monitoring_enabled"]["default"] is False
+
+
+def test_validate_never_quotes_the_value_of_a_no_log_option():
+    specs = {"demo": {"demo_token": {"type": "str", "no_log": True, "choices": ["a"]},
+                      "demo_port": {"type": "int", "no_log": True}, "demo_mode": {"type": "str", "choices": ["x"]}}}
+    values = {"demo_token": "sekrit-123", "demo_port": "sekrit-456", "demo_mode": "plain-y"}
+    checked, errors = cv.invalid_values(set(values), specs, values.__getitem__)
+    assert checked == 3 and len(errors) == 3
+    assert "sekrit" not in " ".join(errors)
+    assert "value of demo_token must be one of: a, got: ********" in errors
+    # A value of an option that is not no_log is quoted as ansible-core quotes it.
+    assert "value of demo_mode must be one of: x, got: plain-y" in errors
