@@ -20,7 +20,7 @@ from ansible.plugins.action import ActionBase
 from ansible.vars.hostvars import HostVarsVars
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import (
-    fleet_plan, fleet_report, fleet_schema, fleet_views, recorded_facts)
+    documents, fleet_plan, fleet_report, fleet_schema, fleet_views, recorded_facts)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import check_hosts, load_catalog, refusal
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
@@ -74,14 +74,17 @@ def _with_diff(plan, plan_file, previous_path):
         plan["diff"] = fleet_views.diff(fleet_schema.load(previous_path, "previous_plan %s" % previous_path), plan,
                                         previous_path)
         return _dump(plan), None
-    try:
-        with open(plan_file) as handle:
-            old_text = handle.read()
-        previous = json.loads(old_text)
-    except (IOError, OSError, ValueError):
+    if not os.path.lexists(plan_file):
         return _dump(plan), None
-    if isinstance(previous, dict) and previous.get("version") == plan["version"]:
-        plan["diff"] = previous.get("diff") or {"previous": None}
+    try:
+        # Size and depth before it is parsed: a damaged plan.json is no diff, never the run's end.
+        old_text, previous = documents.read_json(plan_file, "the plan.json already in report_dir",
+                                                 documents.MAX_PLAN_BYTES, fleet_schema.PLAN_DEPTH)
+    except documents.DocumentError as exc:
+        plan["diff"] = {"previous": None, "problem": "no diff: %s" % exc}
+        return _dump(plan), None
+    if isinstance(previous, dict) and previous.get("version") == plan["version"] and isinstance(previous.get("diff"), dict):
+        plan["diff"] = previous["diff"]
         if _dump(plan) == old_text:
             return old_text, None
     try:
@@ -89,6 +92,14 @@ def _with_diff(plan, plan_file, previous_path):
     except fleet_schema.FleetPlanDataError as exc:
         plan["diff"] = {"previous": None, "problem": "no diff: %s" % exc}
     return _dump(plan), old_text
+
+
+def _source_kind(hostvars, name):
+    """The kind of store of a host's facts; a refused path is a store, whose problem is that host's error."""
+    try:
+        return recorded_facts.source(hostvars, name, "")[0]
+    except recorded_facts.RecordedFactsError:
+        return "file"
 
 
 class _Variables(Mapping):
@@ -158,7 +169,7 @@ class ActionModule(ActionBase):
             return result
         hosts = [(n, variables[n]) for n in names]
         if not args["facts_dir"]:
-            without = [n for n, v in hosts if recorded_facts.source(v, n, "")[0] is None]
+            without = [n for n, v in hosts if _source_kind(v, n) is None]
             if without:
                 raise AnsibleActionFail(
                     "set facts_dir (gpuops_fleet_facts_dir), gpuops_fleet_facts_cache, or gpuops_nvml_replay_file for %s"

@@ -97,13 +97,16 @@ class ActionModule(ActionBase):
             result["warnings"].append(nowhere)
         state, path = None, None
         if folder:
-            path = os.path.join(os.path.abspath(str(folder)), "%s.json" % name)
             try:
-                state = recorded_facts.write(path, record, check_mode=check)
+                path = recorded_facts.record_path(os.path.abspath(str(folder)), name)
+            except recorded_facts.documents.DocumentError as exc:
+                raise AnsibleActionFail("%s: nothing was recorded: %s" % (name, to_text(exc)))
+            try:
+                state = recorded_facts.write(path, record, check_mode=check, notes=result["warnings"])
             except (IOError, OSError) as exc:
                 raise AnsibleActionFail("%s: cannot write its recorded facts to %s: %s" % (name, path, to_text(exc)))
         cached = (hostvars.get("ansible_facts") or {}).get(recorded_facts.CACHE_FACT)
-        cache_changed = not (isinstance(cached, dict) and recorded_facts.same_facts(cached, record))
+        cache_changed = not (recorded_facts.usable(cached) and recorded_facts.same_facts(cached, record))
         if not path:
             state = "written" if cache_changed else "unchanged"
         result.update(changed=state == "written", state=state, path=path,

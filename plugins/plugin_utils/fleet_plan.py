@@ -33,7 +33,7 @@ from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as c
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
-from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts
+from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, recorded_facts
 
 PLAN_VERSION = 1
 VERSION_RE = re.compile(r"^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$")
@@ -394,15 +394,10 @@ def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config
 
 
 def _read_yaml(path):
-    import yaml  # the controller always has PyYAML (ansible-core needs it)
-
     try:
-        with open(path) as handle:
-            return yaml.safe_load(handle)
-    except (IOError, OSError) as exc:
-        raise mig_config.MigConfigError(["cannot read mig_config_file %s: %s" % (path, exc)])
-    except yaml.YAMLError as exc:
-        raise mig_config.MigConfigError(["mig_config_file %s is neither JSON nor YAML: %s" % (path, exc)])
+        return documents.read_yaml(path, "mig_config_file")
+    except documents.DocumentError as exc:
+        raise mig_config.MigConfigError([str(exc)])
 
 
 def _recorded(hostvars, name, facts_dir):
@@ -410,7 +405,11 @@ def _recorded(hostvars, name, facts_dir):
     try:
         where, record = recorded_facts.load(hostvars, name, facts_dir or "")
     except recorded_facts.RecordedFactsError as exc:
-        return recorded_facts.source(hostvars, name, facts_dir or "")[1], (None, str(exc))
+        try:
+            where = recorded_facts.source(hostvars, name, facts_dir or "")[1]
+        except recorded_facts.RecordedFactsError:  # a path that is refused is no file to name
+            where = ""
+        return where, (None, str(exc))
     if record is None:
         return "", (None, "no recorded facts for this host: set gpuops_fleet_facts_dir (record them with "
                           "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache")

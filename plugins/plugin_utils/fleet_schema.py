@@ -22,7 +22,11 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils import documents
+
 VERSION = 2
+# plan.json's deepest field is about 10 levels down.
+PLAN_DEPTH = documents.MAX_DEPTH
 SUPPORTED = (1, 2)
 STATUS = {"enum": ["ok", "warning", "critical", "invalid"]}
 COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
@@ -188,6 +192,10 @@ def check(plan, what="plan.json"):
     """Raise FleetPlanDataError naming the first problems when ``plan`` does not follow its version's schema."""
     if not isinstance(plan, dict):
         raise FleetPlanDataError("%s is not a JSON object" % what)
+    try:  # before the schema's checks, which recurse as deep as the plan goes
+        documents.check_depth(plan, what, PLAN_DEPTH)
+    except documents.DocumentError as exc:
+        raise FleetPlanDataError(str(exc))
     version = plan.get("version")
     if version not in SUPPORTED:
         raise FleetPlanDataError("%s has version %r; this release reads plan.json versions %s"
@@ -208,14 +216,20 @@ def check(plan, what="plan.json"):
     return plan
 
 
+def loads(text, what):
+    """A plan.json document from its text: depth checked before it is parsed, then against its schema."""
+    try:
+        plan = documents.loads_json(text, what, PLAN_DEPTH)
+    except documents.DocumentError as exc:
+        raise FleetPlanDataError(str(exc))
+    return check(plan, what)
+
+
 def load(path, what=None):
-    """A plan.json file, checked against its schema."""
+    """A plan.json file, checked against its schema (its size and depth before it is parsed)."""
     what = what or path
     try:
-        with open(path) as handle:
-            plan = json.load(handle)
-    except (IOError, OSError) as exc:
+        text = documents.read_text(path, "plan.json", documents.MAX_PLAN_BYTES)
+    except documents.DocumentError as exc:
         raise FleetPlanDataError("cannot read %s: %s" % (what, exc))
-    except ValueError as exc:
-        raise FleetPlanDataError("%s is not JSON: %s" % (what, exc))
-    return check(plan, what)
+    return loads(text, what)

@@ -40,7 +40,7 @@ STATUSES = ("ok", "warning", "critical", "invalid")
 UNGROUPED = "ungrouped"
 # A recorded facts file may carry the time it was recorded (top level or in
 # the nvidia facts): ISO 8601 text or seconds since the epoch.
-_RECORDED = re.compile(r'"(?:recorded_at|recorded_time|recorded)"\s*:\s*("([^"]{1,64})"|[0-9]+(?:\.[0-9]+)?)')
+_RECORDED = re.compile(r'"(?:recorded_at|recorded_time|recorded)"\s*:\s*("([^"]{1,64})"|[0-9]+(?:\.[0-9]+)?)', re.ASCII)
 _PEEK = 4096
 
 
@@ -72,14 +72,21 @@ def disruption(host):
     return {"drain": drain, "gpu_reset": reset, "reboot": reboot, "summary": " + ".join(parts) or "none"}
 
 
+# What a recording time may be: seconds since the epoch, or an ISO 8601 time (ASCII digits only, the whole text).
+_SECONDS = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
+_ISO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?)?"
+                       r"(?:Z|[+-][0-9]{2}:[0-9]{2})?")
+
+
 def _epoch(text):
     """Seconds since the epoch of a number or an ISO 8601 time (UTC unless it says otherwise); None if neither."""
-    try:
+    text = text.strip()
+    if _SECONDS.fullmatch(text):
         return float(text)
-    except ValueError:
-        pass
+    if not _ISO_TIME.fullmatch(text):
+        return None
     try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
     if when.tzinfo is None:
@@ -102,7 +109,7 @@ def facts_time(path):
             if size > _PEEK:
                 handle.seek(max(_PEEK, size - _PEEK))
                 tail = handle.read(_PEEK)
-    except (IOError, OSError):
+    except (IOError, OSError, ValueError):  # ValueError: a NUL byte in the path
         return None, None
     for chunk in (head, tail):
         match = _RECORDED.search(chunk.decode("utf-8", "replace"))
@@ -136,7 +143,7 @@ def pools(names, groups, fleet_group):
 def serial_list(serial, canary):
     """The ``serial`` list of playbooks/upgrade.yml for these settings."""
     serial = str(serial if serial not in (None, "") else 1).strip()
-    if not re.match(r"^-?[0-9]+%?$", serial):
+    if not re.fullmatch(r"-?[0-9]+%?", serial):
         raise fleet_schema.FleetPlanDataError(
             "gpuops_upgrade_serial %r is neither a number of hosts nor a percentage such as 10%%" % serial)
     return ["1" if canary else serial, serial]

@@ -36,6 +36,7 @@ import os
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
+from ansible_collections.gpuops.platform.plugins.plugin_utils import documents
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 
 FORMAT = 1
@@ -49,6 +50,13 @@ NODE_KEYS = ("distro", "os_supported", "arch", "kernel", "kernel_headers_present
 VOLATILE_GPU = (("clocks", "graphics_mhz"), ("clocks", "sm_mhz"), ("clocks", "memory_mhz"), ("temperature_c",),
                 ("power", "draw_w"), ("memory", "used_mib"), ("compute_processes",))
 METADATA = ("recorded_at", "collection_version")
+# The type of each field of a record (and of its node facts) that is read: (field, types, its name in messages).
+_STR, _BOOL = ((str,), "a string"), ((bool,), "true or false")
+RECORD_FIELDS = (("host", _STR), ("recorded_at", _STR), ("collection_version", _STR), ("node", ((dict,), "a mapping")))
+NODE_FIELDS = (("distro", ((dict,), "a mapping")), ("os_supported", _BOOL), ("arch", _STR), ("kernel", _STR),
+               ("kernel_headers_present", _BOOL), ("secure_boot", _BOOL), ("nouveau_loaded", _BOOL),
+               ("loaded_version", _STR), ("loaded_flavor", _STR), ("gpus", ((list,), "a list")),
+               ("nvswitches", ((list,), "a list")))
 
 
 class RecordedFactsError(Exception):
@@ -59,30 +67,72 @@ def source(hostvars, name, facts_dir=None):
     """``(kind, where)`` of a host's recorded facts: ``("file", path)``, ``("cache", text)`` or ``(None, "")``.
 
     ``facts_dir`` stands for the host's ``gpuops_fleet_facts_dir`` when given (the planner's option).
+    Raises RecordedFactsError for a path that holds a NUL byte, and for a host name that would put its file
+    outside the folder (``../escape``).
     """
-    replay = hostvars.get("gpuops_nvml_replay_file")
-    if replay:
-        return "file", os.path.normpath(str(replay))
-    folder = facts_dir if facts_dir is not None else hostvars.get("gpuops_fleet_facts_dir")
-    if folder:
-        return "file", os.path.normpath(os.path.join(str(folder), "%s.json" % name))
+    try:
+        replay = hostvars.get("gpuops_nvml_replay_file")
+        if replay:
+            return "file", os.path.normpath(documents.refuse_nul(replay, "gpuops_nvml_replay_file"))
+        folder = facts_dir if facts_dir is not None else hostvars.get("gpuops_fleet_facts_dir")
+        if folder:
+            return "file", record_path(folder, name)
+    except documents.DocumentError as exc:
+        raise RecordedFactsError(str(exc))
     if boolean(hostvars.get("gpuops_fleet_facts_cache", False), strict=False):
         return "cache", "the fact cache (ansible_facts.%s)" % CACHE_FACT
     return None, ""
 
 
+def record_path(folder, name):
+    """``<folder>/<name>.json``, the record of host ``name``; raises DocumentError when it would be elsewhere."""
+    folder = documents.refuse_nul(folder, "gpuops_fleet_facts_dir")
+    return documents.inside(folder, name, ".json", "the inventory host name")
+
+
+def _type_problems(data, fields, prefix=""):
+    problems = []
+    for key, (types, expected) in fields:
+        value = data.get(key)
+        if value is not None and not (isinstance(value, types) and (bool in types or not isinstance(value, bool))):
+            problems.append("%s%s must be %s or null, got %s" % (prefix, key, expected, nvml._type_name(value)))
+    return problems
+
+
+def record_problems(data):
+    """Every problem with the shape of a record, each naming its field's path (nvidia.gpus[0].mig, node.kernel)."""
+    if not isinstance(data, dict):
+        return ["the record must be a mapping, got %s" % nvml._type_name(data)]
+    version = data.get("format")
+    problems = []
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        problems.append("format must be a positive integer, got %r" % (version,))
+    problems.extend(_type_problems(data, RECORD_FIELDS))
+    if isinstance(data.get("node"), dict):
+        problems.extend(_type_problems(data["node"], NODE_FIELDS, "node."))
+    nvidia = data.get("nvidia")
+    if not isinstance(nvidia, dict):
+        problems.append("nvidia must be a mapping (the ansible_facts.nvidia of nvml_facts), got %s"
+                        % nvml._type_name(nvidia))
+    else:
+        problems.extend("nvidia.%s" % p if not p.startswith("lacks") else "nvidia " + p for p in nvml.check_facts(nvidia))
+    return problems
+
+
 def from_document(data, where):
     """``{nvidia, node, recorded_at, collection_version, format}`` of a loaded record or nvml_facts output."""
-    if isinstance(data, dict) and "format" in data and isinstance(data.get("nvidia"), dict):
+    if isinstance(data, dict) and "format" in data:
         version = data.get("format")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise RecordedFactsError("%s: format must be a positive integer, got %r" % (where, version))
         if version > FORMAT:
             raise RecordedFactsError("%s has format %d, newer than the %d this collection reads: upgrade the "
                                      "collection, or record the facts again with this one" % (where, version, FORMAT))
+        problems = record_problems(data)
+        if problems:
+            raise RecordedFactsError("%s is not a facts record (%d problem(s)): %s; record the facts again"
+                                     % (where, len(problems), "; ".join(problems)))
         node = data.get("node") or {}
-        if not isinstance(node, dict):
-            raise RecordedFactsError("%s: node must be a mapping, got %s" % (where, type(node).__name__))
         meta = dict((key, data.get(key)) for key in METADATA)
     else:
         node, meta, version = {}, dict((key, None) for key in METADATA), None
@@ -96,15 +146,9 @@ def from_document(data, where):
 def read_file(path):
     """The record in ``path`` (see from_document); raises RecordedFactsError."""
     try:
-        text = nvml.read_text_file(path, "recorded facts file")
-    except nvml.ReplayError as exc:
+        data = documents.read_json(path, "recorded facts file")[1]
+    except documents.DocumentError as exc:
         raise RecordedFactsError(str(exc))
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise RecordedFactsError("recorded facts file %s is not JSON: %s" % (path, exc))
-    except RecursionError:
-        raise RecordedFactsError("recorded facts file %s is nested too deeply to be a record" % path)
     return from_document(data, "recorded facts file %s" % path)
 
 
@@ -130,6 +174,10 @@ def load(hostvars, name, facts_dir=None):
             "no recorded facts for this host in %s: run playbooks/record_facts.yml with fact caching on (the "
             "jsonfile cache plugin, or use_fact_cache on the AWX job template), or unset gpuops_fleet_facts_cache"
             % where)
+    try:
+        documents.check_depth(data, "%s of %s" % (where, name))
+    except documents.DocumentError as exc:
+        raise RecordedFactsError(str(exc))
     return where, from_document(data, "%s of %s" % (where, name))
 
 
@@ -165,6 +213,15 @@ def stable(record):
     return out
 
 
+def usable(data):
+    """Whether ``data`` (a record from the fact cache, say) is a record that can be compared with a new one."""
+    try:
+        documents.check_depth(data, "the record")
+    except documents.DocumentError:
+        return False
+    return not record_problems(data)
+
+
 def same_facts(old, new):
     return stable(old) == stable(new)
 
@@ -174,18 +231,27 @@ def render(record):
 
 
 def existing(path):
-    """The record in ``path`` as a document, or None when there is none or it cannot be read."""
+    """``(record, problem)``: the record in ``path``, or None and why it cannot be compared (None: no file)."""
+    if not os.path.lexists(path):
+        return None, None
     try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except (IOError, OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        data = documents.read_json(path, "the existing record")[1]
+    except documents.DocumentError as exc:
+        return None, str(exc)
+    problems = record_problems(data)
+    if problems:
+        return None, "the existing record %s is not a facts record: %s" % (path, "; ".join(problems[:5]))
+    return data, None
 
 
-def write(path, record, check_mode=False):
-    """``"written"`` or ``"unchanged"``; an unchanged host's file is left as it is (its time too)."""
-    old = existing(path)
+def write(path, record, check_mode=False, notes=None):
+    """``"written"`` or ``"unchanged"``; an unchanged host's file is left as it is (its time too).
+
+    An existing file that is no usable record is replaced; why goes into the list ``notes`` when given.
+    """
+    old, problem = existing(path)
+    if problem and notes is not None:
+        notes.append("%s; it is replaced by the new record" % problem)
     if old is not None and old.get("format") == record["format"] and same_facts(old, record):
         return "unchanged"
     if not check_mode:

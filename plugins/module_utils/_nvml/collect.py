@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ctypes
+import errno
 import glob
 import json
 import os
@@ -792,14 +793,27 @@ def unwrap_facts(data):
     return data
 
 
+def _missing_why(path):
+    """Why a path that does not exist reads so: a symlink loop, a symlink to a missing target, or nothing."""
+    if not os.path.islink(path):
+        return ""
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return " (a symlink loop: it leads back to itself)"
+    return " (a symlink to a missing target)"
+
+
 def read_text_file(path, what, limit=MAX_REPLAY_BYTES):
     """The UTF-8 text of ``path``; raises ReplayError saying what is wrong (directory, size, encoding)."""
+    if "\0" in path:
+        raise ReplayError("%s %r is not a path: it holds a NUL byte" % (what, path))
     try:
         if os.path.isdir(path):
             raise ReplayError("%s %s is a directory, not a file" % (what, path))
         if not os.path.exists(path):
-            raise ReplayError("cannot read %s %s: it does not exist%s" % (
-                what, path, " (a symlink to a missing target)" if os.path.islink(path) else ""))
+            raise ReplayError("cannot read %s %s: it does not exist%s" % (what, path, _missing_why(path)))
         if not os.path.isfile(path):
             raise ReplayError("%s %s is not a regular file" % (what, path))
         size = os.path.getsize(path)

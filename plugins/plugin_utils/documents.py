@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""The controller's guards for the JSON and YAML documents it reads. Private to the collection.
+
+Every document the controller reads from outside (recorded facts records,
+replay files, MIG config files) or from its own earlier output (the previous
+plan.json) goes through here: its path holds no NUL byte, its size and its
+nesting depth are checked *before* it is parsed (a document nested
+100,000 levels deep would otherwise end the run in a RecursionError), and
+each error names the file and the limit. Paths built from outside input (a
+file named after an inventory host) stay inside their folder.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
+
+# Nesting levels: the deepest field of a facts record is about 8 levels down, of plan.json about 10.
+MAX_DEPTH = 64
+# A recorded facts file or a MIG config is at most a few hundred KiB.
+MAX_BYTES = nvml.MAX_REPLAY_BYTES
+# plan.json of a fleet of 20,000 nodes is tens of MiB.
+MAX_PLAN_BYTES = 512 * 1024 * 1024
+
+# A JSON string (escapes included): what is between its quotes is no structure.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+class DocumentError(ValueError):
+    """A document (or a path to one) the controller refuses to read, with the file, the limit and what to do."""
+
+
+def refuse_nul(path, what):
+    """``path`` as text; raises DocumentError when it holds a NUL byte (no file is named so)."""
+    path = path if isinstance(path, str) else str(path)
+    if "\0" in path:
+        raise DocumentError("%s %r is not a path: it holds a NUL byte" % (what, path))
+    return path
+
+
+def inside(folder, name, suffix, what):
+    """``<folder>/<name><suffix>``, refused unless ``name`` is one file name that keeps the path in ``folder``.
+
+    ``what`` says where ``name`` comes from (an inventory host name, for example).
+    """
+    folder, name = str(folder), str(name)
+    if not name or "\0" in name or "/" in name or (os.altsep and os.altsep in name) or name in (".", ".."):
+        raise DocumentError("%s %r cannot name a file in %s: it must be one file name, without '/', NUL or "
+                            "'..' (rename it in the inventory)" % (what, name, folder))
+    base = os.path.normpath(folder)
+    path = os.path.normpath(os.path.join(base, name + suffix))
+    if os.path.dirname(path) != base:  # a defence in depth: the checks above already keep it there
+        raise DocumentError("%s %r would name %s, outside %s" % (what, name, path, folder))
+    return path
+
+
+def json_depth(text, stop=None):
+    """The nesting depth of JSON ``text`` without parsing it (brackets outside strings); stops past ``stop``."""
+    brackets = _BRACKETS.sub("", _JSON_STRING.sub("", text))
+    if stop is not None and brackets.count("[") + brackets.count("{") <= stop:
+        return min(stop, brackets.count("[") + brackets.count("{"))
+    depth = deepest = 0
+    for char in brackets:
+        if char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if stop is not None and deepest > stop:
+                    return deepest
+        else:
+            depth -= 1
+    return deepest
+
+
+def depth(value, stop=MAX_DEPTH):
+    """The nesting depth of a parsed value (lists and mappings), without recursion; stops past ``stop``."""
+    deepest = 0
+    todo = [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict):
+            children = list(item.values())
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > stop:
+            return deepest
+        todo.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _too_deep(what, limit):
+    return DocumentError("%s is nested more than %d levels deep, deeper than any such document: it is damaged "
+                         "or not one; record or write it again" % (what, limit))
+
+
+def check_depth(value, what, limit=MAX_DEPTH):
+    """``value`` (already parsed, e.g. a fact from Ansible's fact cache); raises DocumentError when too deep."""
+    if depth(value, limit) > limit:
+        raise _too_deep(what, limit)
+    return value
+
+
+def loads_json(text, what, max_depth=MAX_DEPTH):
+    """The JSON document in ``text``: its depth checked first; raises DocumentError naming ``what``."""
+    if json_depth(text, max_depth) > max_depth:
+        raise _too_deep(what, max_depth)
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # a number too long to convert is a ValueError too
+        raise DocumentError("%s is not JSON: %s" % (what, exc))
+    except RecursionError:  # the check above counts every bracket: not reached, but never a bare error
+        raise _too_deep(what, max_depth)
+
+
+def read_text(path, what, max_bytes=MAX_BYTES):
+    """The UTF-8 text of the file ``path`` (``what`` names it); its size is checked before it is read."""
+    path = refuse_nul(path, what)
+    try:
+        return nvml.read_text_file(path, what, max_bytes)
+    except nvml.ReplayError as exc:
+        raise DocumentError(str(exc))
+
+
+def read_json(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
+    """``(text, document)`` of the JSON file ``path``, size and depth checked before it is parsed."""
+    text = read_text(path, what, max_bytes)
+    return text, loads_json(text, "%s %s" % (what, path), max_depth)
+
+
+def read_yaml(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
+    """The YAML (or JSON) document in ``path``, size and depth checked before it is built."""
+    import yaml  # the controller always has PyYAML (ansible-core needs it)
+
+    text = read_text(path, what, max_bytes)
+    where = "%s %s" % (what, path)
+    try:
+        # The parser's events, without building anything (it keeps a stack, not Python recursion).
+        level = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                level += 1
+                if level > max_depth:
+                    raise _too_deep(where, max_depth)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                level -= 1
+        # An alias can still make a mapping hold itself: that is refused as too deep here.
+        return check_depth(yaml.safe_load(text), where, max_depth)
+    except yaml.YAMLError as exc:
+        raise DocumentError("%s is neither JSON nor YAML: %s" % (where, exc))
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, DocumentError):
+            raise
+        raise DocumentError("%s cannot be read as YAML: %s" % (where, exc))

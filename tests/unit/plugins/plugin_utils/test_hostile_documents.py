@@ -1,0 +1,234 @@
+"""Hand-made and damaged documents on the controller: each is the collection's own error naming the file and the
+field (or the limit), or the right result; never a bare Python error, never a file outside its folder."""
+import json
+import os
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.gpuops.platform.plugins.action import fleet_plan as fleet_plan_action
+from ansible_collections.gpuops.platform.plugins.action import recorded_facts as recorded_facts_action
+from ansible_collections.gpuops.platform.plugins.plugin_utils import documents
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_schema
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_views as fv
+from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts as rf
+
+ROOT = Path(__file__).resolve().parents[4]
+NVML = ROOT / "tests" / "fixtures" / "nvml"
+DEEP = 100000
+
+
+def facts(name="hgx-h100"):
+    return json.loads((NVML / ("%s.json" % name)).read_text())
+
+
+def record(name="gpu-a"):
+    return rf.make_record(name, facts(), {"kernel": "6.8.0-45-generic"}, "2026-11-25T17:00:00Z", "0.1.0")
+
+
+def tree(folder):
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
+
+
+# ---------------------------------------------------------------------------
+# The shared guards
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, deepest", [
+    ("{}", 1), ("[[1], {\"a\": [2]}]", 3), ('{"a": "[[[[[[["}', 1), ('["\\"[[[", [0]]', 2), ("3", 0),
+])
+def test_the_depth_is_counted_without_parsing_and_brackets_in_strings_do_not_count(text, deepest):
+    assert documents.json_depth(text) == deepest
+    assert documents.depth(json.loads(text)) == deepest
+
+
+def test_a_document_deeper_than_the_limit_is_refused_before_it_is_parsed(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * DEEP + "]" * DEEP)
+    with mock.patch.object(documents.json, "loads", side_effect=AssertionError("parsed")):
+        with pytest.raises(documents.DocumentError, match=r"recorded facts file %s is nested more than 64 levels deep"
+                           % path):
+            documents.read_json(str(path), "recorded facts file")
+    # Just within the limit: read.
+    path.write_text("[" * 64 + "]" * 64)
+    assert documents.read_json(str(path), "recorded facts file")[1] == json.loads("[" * 64 + "]" * 64)
+
+
+def test_a_document_larger_than_the_limit_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"a": "x" * 2000}))
+    with pytest.raises(documents.DocumentError, match=r"recorded facts file %s is \d+ bytes, more than the 1000" % path):
+        documents.read_json(str(path), "recorded facts file", max_bytes=1000)
+
+
+def test_a_yaml_document_too_deep_or_holding_itself_is_refused(tmp_path):
+    path = tmp_path / "mig.yaml"
+    path.write_text("a: " + "[" * DEEP + "]" * DEEP + "\n")
+    with pytest.raises(documents.DocumentError, match="mig_config_file %s is nested more than 64 levels" % path):
+        documents.read_yaml(str(path), "mig_config_file")
+    path.write_text("a: &x [1, *x]\n")  # a list that holds itself: endless to any reader that recurses
+    with pytest.raises(documents.DocumentError, match="nested more than 64 levels"):
+        documents.read_yaml(str(path), "mig_config_file")
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "..", ".", "", "x\0y"])
+def test_a_file_named_after_outside_input_stays_in_its_folder(tmp_path, name):
+    with pytest.raises(documents.DocumentError, match="the inventory host name .* cannot name a file in"):
+        documents.inside(str(tmp_path), name, ".json", "the inventory host name")
+    assert documents.inside(str(tmp_path), "..gpu-a", ".json", "x") == str(tmp_path / "..gpu-a.json")
+
+
+def test_a_symlink_loop_is_reported_as_a_loop(tmp_path):
+    os.symlink(str(tmp_path / "b.json"), str(tmp_path / "a.json"))
+    os.symlink(str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    with pytest.raises(rf.RecordedFactsError, match=r"it does not exist \(a symlink loop: it leads back to itself\)"):
+        rf.load({"gpuops_nvml_replay_file": str(tmp_path / "a.json")}, "gpu-a")
+    os.symlink(str(tmp_path / "gone.json"), str(tmp_path / "c.json"))
+    with pytest.raises(rf.RecordedFactsError, match=r"\(a symlink to a missing target\)"):
+        rf.load({"gpuops_nvml_replay_file": str(tmp_path / "c.json")}, "gpu-a")
+
+
+# ---------------------------------------------------------------------------
+# Recorded facts: damaged records, hostile host names, NUL bytes
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, field", [
+    (lambda r: r.update(nvidia="x"), "nvidia must be a mapping"),
+    (lambda r: r.update(nvidia=[1]), "nvidia must be a mapping"),
+    (lambda r: r["nvidia"].update(gpus="x"), "nvidia.gpus must be a list"),
+    (lambda r: r["nvidia"]["gpus"][1].update(clocks=None, mig=7), r"nvidia.gpus\[1\].mig must be a mapping"),
+    (lambda r: r.update(node={"kernel": 6}), "node.kernel must be a string or null, got int"),
+    (lambda r: r.update(recorded_at=["x"]), "recorded_at must be a string or null, got list"),
+])
+def test_a_damaged_record_names_the_file_and_the_field(tmp_path, change, field):
+    bad = record()
+    change(bad)
+    (tmp_path / "gpu-a.json").write_text(json.dumps(bad))
+    with pytest.raises(rf.RecordedFactsError, match=r"recorded facts file %s is not a facts record .*%s"
+                       % (tmp_path / "gpu-a.json", field)):
+        rf.load({"gpuops_fleet_facts_dir": str(tmp_path)}, "gpu-a")
+    # The same record in the fact cache.
+    with pytest.raises(rf.RecordedFactsError, match=field):
+        rf.load({"gpuops_fleet_facts_cache": True, "ansible_facts": {rf.CACHE_FACT: bad}}, "gpu-a")
+
+
+def test_recording_over_a_damaged_record_replaces_it_and_says_why(tmp_path):
+    path = tmp_path / "gpu-a.json"
+    path.write_text('{"format": 1, "nvidia": "x"}')
+    notes = []
+    assert rf.write(str(path), record(), notes=notes) == "written"
+    assert json.loads(path.read_text())["nvidia"]["gpu_count"] == 8
+    assert len(notes) == 1 and "the existing record %s is not a facts record: nvidia must be a mapping" % path in notes[0]
+    # Check mode: the same answer, nothing written.
+    path.write_text('{"format": 1, "nvidia": {"gpus": 3}}')
+    assert rf.write(str(path), record(), check_mode=True, notes=notes) == "written"
+    assert path.read_text() == '{"format": 1, "nvidia": {"gpus": 3}}' and "nvidia.gpus must be a list" in notes[1]
+
+
+def test_recording_over_a_record_nested_too_deeply_replaces_it(tmp_path):
+    path = tmp_path / "gpu-a.json"
+    path.write_text('{"format": 1, "nvidia": ' + "[" * DEEP + "]" * DEEP + "}")
+    notes = []
+    assert rf.write(str(path), record(), notes=notes) == "written"
+    assert "nested more than 64 levels deep" in notes[0]
+
+
+def _record_action(tmp_path, name, hostvars=None, check=False):
+    task = mock.Mock(args={"record": True, "nvidia": facts(), "facts_dir": str(tmp_path / "facts")}, async_val=0,
+                     check_mode=check, diff=False)
+    action = recorded_facts_action.ActionModule(task, mock.Mock(), mock.Mock(check_mode=check), loader=None,
+                                                templar=None, shared_loader_obj=None)
+    return action.run(task_vars={"inventory_hostname": name, "hostvars": {name: hostvars or {}}})
+
+
+@pytest.mark.parametrize("name", ["../escape", "sub/../../escape", "a\0b"])
+def test_a_host_name_that_leaves_the_facts_folder_records_nothing(tmp_path, name):
+    (tmp_path / "facts").mkdir()
+    with pytest.raises(AnsibleActionFail, match=r"nothing was recorded: the inventory host name .* cannot name a file in %s"
+                       % (tmp_path / "facts")):
+        _record_action(tmp_path, name)
+    assert tree(tmp_path) == ["facts"]
+
+
+def test_recording_over_a_damaged_record_warns_and_a_damaged_cached_record_is_no_crash(tmp_path):
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts" / "gpu-a.json").write_text('{"format": 1, "nvidia": "x"}')
+    result = _record_action(tmp_path, "gpu-a", {"ansible_facts": {rf.CACHE_FACT: {"format": 1, "nvidia": "x"}}})
+    assert result["changed"] is True and result["state"] == "written"
+    assert any("nvidia must be a mapping" in w for w in result["warnings"])
+    assert result["ansible_facts"][rf.CACHE_FACT]["nvidia"]["gpu_count"] == 8
+
+
+def test_a_nul_in_a_replay_file_is_that_hosts_error_and_the_fleet_is_planned(tmp_path):
+    good = str(NVML / "l40s.json")
+    hosts = [("bad", {"gpuops_nvml_replay_file": "/srv/facts/a\0b.json"}), ("good", {"gpuops_nvml_replay_file": good})]
+    plan = fleet_plan.plan_fleet(hosts, None)
+    fv.enrich(plan, ["bad", "good"], {})  # the facts-age step
+    assert plan["hosts"]["good"]["valid"] and plan["hosts"]["good"]["facts_time_source"] == "mtime"
+    assert not plan["hosts"]["bad"]["valid"]
+    assert "gpuops_nvml_replay_file '/srv/facts/a\\x00b.json' is not a path: it holds a NUL byte" in \
+        plan["hosts"]["bad"]["errors"][0]
+    assert plan["hosts"]["bad"]["facts_recorded_at"] is None
+    assert fv.facts_time("/srv/a\0b.json") == (None, None)
+
+
+@pytest.mark.parametrize("value", ["５７０", "٥٧٠", "1795161600\n", "nan", "inf", "1e999", "2026-11-20T08:00:00Z\n"
+                                   "x", "９９９９-１１-２０"])
+def test_a_recording_time_is_ascii_digits_only_else_the_mtime_counts(tmp_path, value):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({"recorded_at": value, "gpus": []}, ensure_ascii=False), encoding="utf-8")
+    os.utime(str(path), (1000, 1000))
+    assert fv.facts_time(str(path)) == (1000.0, "mtime")
+
+
+# ---------------------------------------------------------------------------
+# plan.json: the planner's own earlier output, damaged
+# ---------------------------------------------------------------------------
+
+def _plan():
+    plan = fleet_plan.plan_fleet([("good", {"gpuops_nvml_replay_file": str(NVML / "l40s.json")})], None)
+    return fv.enrich(plan, ["good"], {})
+
+
+def test_an_old_plan_json_nested_100000_deep_is_no_diff_and_the_plan_is_written(tmp_path):
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text("[" * DEEP + "]" * DEEP)
+    text, kept = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
+    diff = json.loads(text)["diff"]
+    assert diff["previous"] is None and kept is None
+    assert "the plan.json already in report_dir %s is nested more than 64 levels deep" % plan_file in diff["problem"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[" * DEEP + "]" * DEEP, "is nested more than 64 levels deep"),
+    ('{"version": 2, "diff": ' + "[" * 70 + "]" * 70 + "}", "is nested more than 64 levels deep"),
+    ('{"version": 2, "diff": "x"}', "does not follow the plan.json schema|lacks"),
+    ("\0", "is not JSON"),
+])
+def test_a_damaged_previous_plan_is_refused_naming_the_file(tmp_path, content, message):
+    path = tmp_path / "old.json"
+    path.write_text(content)
+    with pytest.raises(fleet_schema.FleetPlanDataError, match="previous_plan %s .*(%s)" % (path, message)):
+        fleet_schema.load(str(path), "previous_plan %s" % path)
+    # The same in plan.json of the report folder: a problem of the diff, the new plan written.
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(content)
+    text, dummy = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
+    assert json.loads(text)["diff"]["problem"].startswith("no diff: ")
+
+
+def test_a_previous_plan_path_with_a_nul_is_refused():
+    with pytest.raises(fleet_schema.FleetPlanDataError, match="holds a NUL byte"):
+        fleet_schema.load("/srv/plan\0.json", "previous_plan")
+
+
+def test_a_parsed_plan_too_deep_for_the_schema_check_is_refused():
+    deep = {"version": 2}
+    holder = deep
+    for dummy in range(5000):
+        holder["x"] = {}
+        holder = holder["x"]
+    with pytest.raises(fleet_schema.FleetPlanDataError, match="plan.json is nested more than 64 levels deep"):
+        fleet_schema.check(deep)
