@@ -151,6 +151,22 @@ def test_history_order_does_not_matter():
     assert f.k8s_helm_decide(WANTED, listed, history)["rollback_to"] == 2
 
 
+@pytest.mark.parametrize("order", [lambda h: h, lambda h: list(reversed(h)), lambda h: h[2:] + h[:2]])
+def test_without_a_deployed_revision_the_newest_superseded_one_is_the_rollback_target(order):
+    """A rollback interrupted after its target was superseded: back to the newest superseded revision, never an older
+    one (a chart three releases back), whatever order helm history lists them in."""
+    base = recorded("pending-rollback", "history")[0]
+    history = [dict(base, revision=n, status="superseded", chart="gpu-operator-v24.9.%d" % n) for n in (1, 2, 3, 4)]
+    history += [dict(base, revision=5, status="failed"), dict(base, revision=6, status="pending-rollback")]
+    listed = dict(recorded("pending-rollback", "list")[0], revision="6")
+    plan = f.k8s_helm_decide(WANTED, listed, order(history))
+    assert (plan["recover"], plan["rollback_to"]) == ("rollback", 4)
+    assert plan["command"] == "helm rollback gpu-operator 4 --namespace gpu-operator"
+    # A deployed revision still wins over a newer superseded one.
+    history[1]["status"] = "deployed"
+    assert f.k8s_helm_decide(WANTED, listed, order(history))["rollback_to"] == 2
+
+
 def test_an_unknown_status_fails_with_the_history_command():
     listed = dict(recorded("deployed", "list")[0], status="unknown")
     plan = f.k8s_helm_decide(WANTED, listed)

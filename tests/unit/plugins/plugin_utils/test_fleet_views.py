@@ -240,3 +240,37 @@ def test_the_summary_lines_name_a_few_hosts_and_where_the_rest_are(tmp_path):
                         "or the page's node table with the filter disruption:reboot)")
     assert lines[1].startswith("upgrade waves (serial 10%, canary first): 11, 11 of them drain nodes")
     assert all(len(line) < 400 for line in lines)
+
+
+def test_the_diff_counts_every_host_that_changes_a_facet(tmp_path):
+    """Three hosts with a new wanted driver and two with new health: each is counted, not one per facet."""
+    hosts = dict(("h%d" % n, ("hgx-h100", {"nvidia_driver_version": "570.195.03"})) for n in range(4))
+    names = list(hosts)
+    before = fv.enrich(plan(tmp_path, hosts), names, {})
+    bad = fixture("hgx-h100")
+    bad["gpus"][0]["ecc"]["volatile_uncorrectable"] = 3
+    for name in ("h0", "h1", "h2"):
+        hosts[name] = (hosts[name][0], {"nvidia_driver_version": "570.172.08"})
+    for name in ("h2", "h3"):
+        hosts[name] = (bad, hosts[name][1])
+    after = fv.enrich(plan(tmp_path, hosts), names, {})
+    d = fv.diff(json.loads(json.dumps(before)), after, "old/plan.json")
+    assert sorted(d["changed"]) == names
+    assert d["counts"] == {"driver": 0, "wanted": 3, "mig": 0, "health": 2, "capacity": 0}
+    assert "changed: driver 0, wanted driver 3, MIG 0, health 2, capacity 0" in fv.overview(dict(after, diff=d))[2]
+
+
+def test_a_host_that_needs_only_a_reboot_is_drained_in_its_wave(tmp_path):
+    """Driver current, but the kernel module loaded is an older one: upgrade.yml reboots it, so its wave drains it."""
+    stale = fixture("l40s")
+    stale["kernel_module_version"] = "570.158.01"
+    hosts = {"current": ("l40s", {"nvidia_driver_version": "570.172.08"}),
+             "reboot": (stale, {"nvidia_driver_version": "570.172.08"})}
+    out = fv.enrich(plan(tmp_path, hosts), list(hosts), {}, serial=1)
+    host = out["hosts"]["reboot"]
+    assert host["driver"]["action"] == "none" and host["driver"]["reboot_required"]
+    assert host["disruption"]["drain"] and host["wave"] == 2
+    batches = out["waves"]["batches"]
+    assert [(b["wave"], b["drained"], b["reboots"]) for b in batches] == [(1, 0, 0), (2, 1, 1)]
+    assert batches[1]["capacity_removed"] == out["hosts"]["reboot"]["capacity"]["resources"] != {}
+    assert "upgrade waves (serial 1): 2, 1 of them drain nodes" in fv.overview(out)[1]
