@@ -21,7 +21,7 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files i
 # What the render writes, relative to its folder: <NN>-<layer>/manifests.yaml
 # and <NN>-<layer>/helm/<release>/{release,values}.yaml. Pruning touches
 # nothing else, so other files kept in a GitOps repository stay.
-RENDERED = re.compile(r"^[0-9]{2}-[A-Za-z0-9_.-]+/(manifests\.yaml|helm/[A-Za-z0-9_.-]+/(release|values)\.yaml)$")
+RENDERED = re.compile(r"^[0-9]{2}-[A-Za-z0-9_.-]+/(manifests\.yaml|helm/[A-Za-z0-9_.-]+/(release|values)\.yaml)\Z")
 
 
 def _relative(path):

@@ -40,12 +40,12 @@ MIXED_HINT = "set gpuops_k8s_mig_strategy: mixed (the Kubernetes layer's MIG str
 SHARING_MODES = ("none", "time-slicing", "mps")
 # The GPU Operator runs its device plugin on a node unless this label is "false".
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
-_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 # The device plugin's resource names: nvidia.com/<DNS-1123 subdomain>, 63 characters in all.
 RESOURCE_PREFIX = "nvidia.com/"
 MAX_RESOURCE_NAME_LENGTH = 63
 SHARED_SUFFIX = ".shared"
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 # Keys of a sharing config and of one of its resources (anything else is a typo).
 SHARING_KEYS = ("name", "mode", "replicas", "resources", "rename_by_default", "fail_requests_greater_than_one")
 RESOURCE_KEYS = ("name", "replicas")
@@ -67,7 +67,7 @@ def _whole(value, what):
         if math.isnan(value) or math.isinf(value) or not value.is_integer():
             raise AnsibleFilterError("%s must be a whole number, got %r" % (what, value))
         return int(value)
-    if isinstance(value, str) and not re.match(r"^\s*-?[0-9]+\s*$", value):
+    if isinstance(value, str) and not re.match(r"^\s*-?[0-9]+\s*\Z", value):
         raise AnsibleFilterError("%s must be a whole number, got %r" % (what, value))
     return _int(value, what)
 
@@ -558,7 +558,7 @@ def gpu_allocatable_diff(k8s_nodes, capacity):
     return problems
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 PSA_LEVELS = ("privileged", "baseline", "restricted")
 # Keys of one tenant (anything else is a typo).
 TENANT_KEYS = ("name", "namespace", "pod_security", "gpu_share", "quota", "limits", "admins", "members",

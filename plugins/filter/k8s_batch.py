@@ -34,7 +34,7 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import fil
 
 # Helm's release name rule (pkg/chartutil/validate_name.go): the names go onto
 # helm's command lines (helm_releases), so nothing else may pass.
-RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 # What a layer may say (k8s_apply's tasks_from=layers); only layer is required.

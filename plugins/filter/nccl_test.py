@@ -26,10 +26,10 @@ from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
-_CHANNEL = re.compile(r"\bvia NET/([A-Za-z][\w ]*?)/(\d+)(/GDRDMA)?")
+_CHANNEL = re.compile(r"\bvia NET/([A-Za-z][\w ]*?)/([0-9]+)(/GDRDMA)?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)", re.M)
-_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(\w+)", re.M)
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\w+\s+.*$")
+_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*([0-9]+)\s+(\w+)", re.M)
+_ROW = re.compile(r"^\s*([0-9]+)\s+([0-9]+)\s+\w+\s+.*\Z")
 
 
 def _number(token):

@@ -36,9 +36,9 @@ from ansible_collections.gpuops.platform.plugins.module_utils._nvml import colle
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, recorded_facts
 
 PLAN_VERSION = 1
-VERSION_RE = re.compile(r"^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?$")
-BRANCH_RE = re.compile(r"^[0-9]{3,4}$")
-NVIDIA_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{4}10DE$")
+VERSION_RE = re.compile(r"^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?\Z")
+BRANCH_RE = re.compile(r"^[0-9]{3,4}\Z")
+NVIDIA_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{4}10DE\Z")
 DRIVER_STATES = ("present", "latest", "absent")
 FABRICMANAGER_CHOICES = ("auto", "true", "false")
 

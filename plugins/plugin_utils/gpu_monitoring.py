@@ -16,8 +16,8 @@ __metaclass__ = type
 from ansible_collections.gpuops.platform.plugins.plugin_utils.jinja_tests import (
     DNS_LABEL, DNS_SUBDOMAIN, LABEL_KEY, LABEL_VALUE, is_integer, is_number, matches, to_float, to_str)
 
-PROMETHEUS_LABEL = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
-DURATION = r"^[0-9]+(ms|s|m|h|d|w|y)$"
+PROMETHEUS_LABEL = r"^[a-zA-Z_][a-zA-Z0-9_]*\Z"
+DURATION = r"^[0-9]+(ms|s|m|h|d|w|y)\Z"
 SEVERITIES = ["critical", "warning", "info"]
 LABEL_VARIABLES = ["gpu_monitoring_node_label", "gpu_monitoring_namespace_label", "gpu_monitoring_pod_label"]
 DURATION_VARIABLES = ["gpu_monitoring_temp_for", "gpu_monitoring_throttle_for", "gpu_monitoring_idle_for",

@@ -59,7 +59,7 @@ def cuda_pod_name(node, resource):
     """A pod name (at most 63 characters, no trailing dash) from the node's name and the resource."""
     suffix = re.sub(r"[^a-z0-9]+", "-", re.sub(r"^nvidia\.com/", "", resource))
     name = "cuda-%s-%s" % (re.sub(r"[^a-z0-9-]+", "-", node.lower()), suffix)
-    return re.sub(r"-+$", "", name[:POD_NAME_MAX])
+    return re.sub(r"-+\Z", "", name[:POD_NAME_MAX])
 
 
 def cuda_pods(nodes, mig_strategy, gpu_resource):

@@ -28,7 +28,7 @@ def registry_values(repositories, registry, components, pull_secrets):
     """
     out = {}
     if registry:
-        base = re.sub(r"/+$", "", registry)
+        base = re.sub(r"/+\Z", "", registry)
         for component, repository in repositories.items():
             out[component + ".repository"] = NVCR.sub(lambda match: base, repository)
     if pull_secrets:

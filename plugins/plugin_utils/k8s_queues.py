@@ -24,7 +24,7 @@ KUEUE_MAX_PRIORITY = 1000000000
 DEFAULT_CLUSTER_QUEUE = "gpu-fleet"
 DEVICE_PLUGIN_OFF = "nvidia.com/gpu.deploy.device-plugin"
 # A KAI queue name: a DNS-1123 label (the length is left to the API server).
-KAI_QUEUE_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+KAI_QUEUE_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z"
 
 
 def _flavor_name(product):

@@ -189,7 +189,7 @@ def server_version(doc):
     """``major.minor`` of a /version answer (version.Info), digits only (``1.36+`` -> ``1.36``)."""
     if not isinstance(doc, dict):
         raise DiscoveryError("GET /version answered %r, not a version.Info" % (doc,))
-    major, minor = (re.sub(r"\D", "", str(doc.get(k) or "")) for k in ("major", "minor"))
+    major, minor = (re.sub(r"[^0-9]", "", str(doc.get(k) or "")) for k in ("major", "minor"))
     if not major or not minor:
         raise DiscoveryError("GET /version answered major %r, minor %r: no Kubernetes version"
                              % (doc.get("major"), doc.get("minor")))

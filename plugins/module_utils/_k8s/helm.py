@@ -32,8 +32,8 @@ from ansible.module_utils.common.text.converters import to_bytes, to_text
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 KNOWN = ("unknown", "deployed", "uninstalled", "superseded", "failed", "uninstalling") + PENDING
 # Helm's release name rule (pkg/chartutil/validate_name.go), and a namespace (DNS label).
-RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 def check_release(release):

@@ -45,7 +45,7 @@ CRD_KIND, CRD_API = "CustomResourceDefinition", "apiextensions.k8s.io/v1"
 # server's bookkeeping of the request itself (metav1.ObjectMeta: set by the server, read-only).
 BOOKKEEPING = ("managedFields", "resourceVersion", "generation", "creationTimestamp")
 # RFC 7234 section 5.5 as the API server writes it: warn-code, warn-agent, quoted warn-text.
-WARNING = re.compile(r'(\d{3}) (\S+) "((?:[^"\\]|\\.)*)"')
+WARNING = re.compile(r'([0-9]{3}) (\S+) "((?:[^"\\]|\\.)*)"')
 
 
 class ApiError(Exception):

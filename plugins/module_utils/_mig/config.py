@@ -34,7 +34,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._mig.model import 
 
 TOP_KEYS = ("version", "mig-configs")
 ENTRY_KEYS = ("devices", "device-filter", "mig-enabled", "mig-devices")
-DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{8}$")
+DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{8}\Z")
 
 
 class MigConfigError(MigError):

@@ -47,7 +47,7 @@ class MigError(Exception):
 # or "-attr": +me (media extensions, the *_REV1 ids), +me.all (all media engines,
 # *_ALL_ME), -me (no media engine, *_NO_ME), +gfx (graphics, *_GFX).
 _HEAD = re.compile(r"^(?:(?P<c>[0-9]+)c\.)?(?P<g>[0-9]+)g\.(?P<gb>[0-9]+)gb")
-_TAIL = re.compile(r"^(?P<attrs>[+-][A-Za-z0-9.,]+)?$")
+_TAIL = re.compile(r"^(?P<attrs>[+-][A-Za-z0-9.,]+)?\Z")
 ATTRIBUTES = ("me", "me.all", "gfx")
 NEGATIVE_ATTRIBUTES = ("me",)
 # Attributes that take the GPU's shared media engines: at most one such instance.

@@ -51,7 +51,7 @@ DEFAULTS = {"cpuManagerPolicy": "none", "topologyManagerPolicy": "none", "topolo
             "memoryManagerPolicy": "None"}
 CPU_STATE = "/var/lib/kubelet/cpu_manager_state"
 MEMORY_STATE = "/var/lib/kubelet/memory_manager_state"
-_CPUSET_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_CPUSET_RE = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*\Z")
 
 
 class KubeletConfigError(Exception):

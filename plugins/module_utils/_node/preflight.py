@@ -20,7 +20,7 @@ import re
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
 
-_DRIVER = re.compile(r"^\d{3}(\.\d{1,3}(\.\d{1,3})?)?\Z")
+_DRIVER = re.compile(r"^[0-9]{3}(\.[0-9]{1,3}(\.[0-9]{1,3})?)?\Z")
 
 
 class PreflightParamError(ValueError):

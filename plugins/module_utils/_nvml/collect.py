@@ -38,8 +38,8 @@ USERSPACE_LIBRARY_GLOBS = (
 
 HEALTH_ORDER = {"ok": 0, "warning": 1, "critical": 2}
 
-_VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
-_PROC_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
+_VERSION_RE = re.compile(r"([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
+_PROC_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
 
 _COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 _FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
@@ -88,7 +88,7 @@ def read_userspace_library_version(globs=None):
     versions = set()
     for pattern in USERSPACE_LIBRARY_GLOBS if globs is None else globs:
         for path in glob.glob(pattern):
-            match = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
+            match = re.search(r"libnvidia-ml\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)\Z", path)
             if match:
                 versions.add(match.group(1))
     if len(versions) == 1:
@@ -483,7 +483,7 @@ def _init_failure(nvml, err, kernel_version, library_globs):
 
 def version_key(version):
     """(570, 172, 8) for "570.172.08": every part compared, numerically; None if not a version."""
-    match = re.match(r"^\s*(\d+(?:\.\d+)*)\s*$", version or "")
+    match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)*)\s*\Z", version or "")
     if not match:
         return None
     return tuple(int(part) for part in match.group(1).split("."))
@@ -605,7 +605,7 @@ REQUIRED_GPU_KEYS = ("index", "pci", "mig")
 # A replay file is a few hundred KiB for a large node; anything far bigger is not one.
 MAX_REPLAY_BYTES = 16 * 1024 * 1024
 MIG_MODES = ("enabled", "disabled")
-_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{8}$")
+_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{8}\Z")
 
 
 def _type_name(value):
