@@ -83,7 +83,11 @@ def _with_diff(plan, plan_file, previous_path):
     except documents.DocumentError as exc:
         plan["diff"] = {"previous": None, "problem": "no diff: %s" % exc}
         return _dump(plan), None
-    if isinstance(previous, dict) and previous.get("version") == plan["version"] and isinstance(previous.get("diff"), dict):
+    if not isinstance(previous, dict):
+        plan["diff"] = {"previous": None, "problem": "no diff: the plan.json already in report_dir %s is not a JSON "
+                                                     "object" % plan_file}
+        return _dump(plan), old_text
+    if previous.get("version") == plan["version"] and isinstance(previous.get("diff"), dict):
         plan["diff"] = previous["diff"]
         if _dump(plan) == old_text:
             return old_text, None

@@ -56,6 +56,8 @@ def _load(data):
     """(document, how to write it back) of JSON or YAML ``data``, or None."""
     try:
         return json.loads(data), lambda d: json.dumps(d).encode()
+    except RecursionError:
+        return None  # nested too deep to mutate by structure (the corpus holds such documents): bytes only
     except ValueError:
         pass
     try:

@@ -321,6 +321,111 @@ TARGETS = {
 }
 
 
+# ---------------------------------------------------------------------------
+# Controller documents: recorded facts records, plan.json, the planner's inventory values
+# ---------------------------------------------------------------------------
+
+from ansible_collections.gpuops.platform.plugins.action import fleet_plan as fleet_plan_action  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.plugin_utils import documents  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema, fleet_views  # noqa: E402
+from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts  # noqa: E402
+
+# What hand-made inputs carry that a parser must not take for something else: a NUL byte, a trailing newline,
+# non-ASCII digits, a path out of its folder, numbers too large for any field.
+HOSTILE_TEXTS = ["\0", "a\0b", "570\n", "570.172.08\n", "\n", "５７０", "٥٧٠", "５７０.172.08", "²", "..", "../escape",
+                 "a/../../b", "/", "1e999", "NaN", "-Infinity", "9" * 400]
+HOSTILE_NUMBERS = [10 ** 400, -(10 ** 30), 2 ** 63, 1e308, float("inf"), float("nan"), -0.0]
+
+
+def _good_record():
+    return recorded_facts.make_record("gpu-a", _fixture_facts("hgx-h100.json"), {"kernel": "6.8.0-45-generic"},
+                                      "2026-11-25T17:00:00Z", "0.1.0")
+
+
+def recorded_facts_file(data):
+    """A host's record in gpuops_fleet_facts_dir, recorded over (check mode), then loaded as every playbook does."""
+    path = _scratch_file("gpu-a.json", data)
+    notes = []
+    state = recorded_facts.write(path, _good_record(), check_mode=True, notes=notes)
+    if state not in ("written", "unchanged") or (notes and state != "written"):
+        raise Violation("recording over the file said %r with notes %r" % (state, notes))
+    if any(os.path.basename(path) not in note for note in notes if "existing record" in note):
+        raise Violation("a note on the old record does not name its file: %r" % notes)
+    loaded = recorded_facts.load({"gpuops_fleet_facts_dir": os.path.dirname(path)}, "gpu-a")[1]
+    json.dumps(loaded, default=str)
+    return [state, loaded]
+
+
+_PLAN = {}
+
+
+def _fresh_plan():
+    """A small plan of this checkout's planner (two hosts), made once and copied."""
+    if not _PLAN:
+        hosts = [("gpu-a", {"gpuops_nvml_replay_file": str(FIXTURES / "nvml" / "l40s.json")}),
+                 ("gpu-b", {"gpuops_nvml_replay_file": str(FIXTURES / "nvml" / "hgx-h100.json"),
+                            "nvidia_driver_version": "570.195.03"})]
+        plan = fleet_plan.plan_fleet(hosts, None)
+        _PLAN["plan"] = fleet_views.enrich(plan, ["gpu-a", "gpu-b"], {}, now=1795626000)
+    return json.loads(json.dumps(_PLAN["plan"]))
+
+
+def plan_json(data):
+    """An old plan.json: in the report folder (the diff of the next plan), and given as previous_plan."""
+    path = _scratch_file("plan.json", data)
+    text, _kept = fleet_plan_action._with_diff(_fresh_plan(), path, None)
+    written = json.loads(text)  # the planner's own output is JSON, with a diff or the problem that kept it from one
+    fleet_schema.check(written, "the written plan.json")
+    diff = written["diff"]
+    if diff["previous"] is None and data.strip() and not diff.get("problem"):
+        raise Violation("a previous plan.json gave no diff and no problem: %r" % diff)
+    previous = fleet_schema.load(path, "previous_plan %s" % path)
+    return fleet_views.diff(previous, _fresh_plan(), path)
+
+
+def planner_inputs(data):
+    """One host's inventory values (YAML) and its inventory name, planned beside a good host, then its facts' age
+    read, its waves made and its record's path built: one host's values are its own errors, never the plan's end."""
+    try:
+        variables = yaml.safe_load(_text(data))
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None  # the inventory loader refuses such a file first
+    if not isinstance(variables, dict):
+        return None
+    hostvars = dict((str(k), v) for k, v in variables.items())
+    name = hostvars.pop("inventory_hostname", "host-a")
+    name = name if isinstance(name, str) and name != "host-b" else "host-a"
+    folder = os.path.dirname(_scratch_file("host-b.json", (FIXTURES / "nvml" / "l40s.json").read_bytes()))
+    if name == "host-a":
+        hostvars.setdefault("gpuops_nvml_replay_file", str(FIXTURES / "nvml" / "hgx-h100.json"))
+    good = _hostvars(str(FIXTURES / "nvml" / "hgx-h100.json"))
+    plan = fleet_plan.plan_fleet([(name, hostvars), ("host-b", good)], folder, mig_strategy="mixed")
+    if not plan["hosts"]["host-b"]["valid"]:
+        raise Violation("one host's values stopped another host from being planned: %s"
+                        % "; ".join(plan["hosts"]["host-b"]["errors"])[:1000])
+    fleet_views.enrich(plan, [name, "host-b"], {}, serial=hostvars.get("gpuops_upgrade_serial", 1))
+    json.dumps(plan, allow_nan=False)  # plan.json is strict JSON: no NaN from a recording time
+    try:
+        path = recorded_facts.record_path(folder, name)
+    except documents.DocumentError as exc:
+        if repr(name) not in str(exc):
+            raise Violation("the refusal of a host name does not name it: %s" % exc)
+    else:
+        if os.path.dirname(path) != os.path.normpath(folder):
+            raise Violation("host %r has its record at %s, outside %s" % (name, path, folder))
+    return [plan["hosts"][name]["errors"], plan["summary"]]
+
+
+# The controller's documents.
+TARGETS.update({
+    "recorded_facts": (recorded_facts_file, (recorded_facts.RecordedFactsError,), ("recorded facts file",),
+                       ["nvml/*.json", "hardware/*/nvml_facts.json"]),
+    "plan_json": (plan_json, (fleet_schema.FleetPlanDataError,), ("previous_plan",), ["fleet/plan-*.json"]),
+    "planner_inputs": (planner_inputs, (fleet_schema.FleetPlanDataError,), ("gpuops_upgrade_serial",),
+                       ["@@inventories/example/**/*.yml"]),
+})
+
+
 def seeds(name):
     """The seed inputs of a target: its fixtures, upstream reference files and regression corpus, sorted."""
     found = []
@@ -335,6 +440,15 @@ def seeds(name):
                      and p.suffix not in (".md", ".py"))
     data = [p.read_bytes() for p in sorted(found)]
     return data + corpus(name)
+
+
+DICTIONARIES = Path(__file__).resolve().parent / "dictionaries"
+
+
+def dictionary(name):
+    """The libFuzzer dictionary of a target (dictionaries/<target>.dict), or None."""
+    path = DICTIONARIES / ("%s.dict" % name)
+    return str(path) if path.is_file() else None
 
 
 def corpus(name):
