@@ -17,9 +17,9 @@ __metaclass__ = type
 
 import os
 
-import yaml
-
 from ansible.module_utils.common.text.converters import to_text
+
+from ansible_collections.gpuops.platform.plugins.plugin_utils import documents
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
 
@@ -61,19 +61,19 @@ def inventory_files(variables):
             bases.append(os.path.normpath(to_text(base)))
     files = []
     for base in bases:
-        for name in groups:
-            files.extend(_vars_files(os.path.join(base, "group_vars", name)))
-        if host:
-            files.extend(_vars_files(os.path.join(base, "host_vars", host)))
+        for folder, name in [("group_vars", g) for g in groups] + ([("host_vars", host)] if host else []):
+            try:  # a name that is not one file name ("../escape") names no file of that folder
+                files.extend(_vars_files(documents.inside(os.path.join(base, folder), name, "", folder)))
+            except documents.DocumentError:
+                continue
     return files
 
 
 def _load(path, cache):
     if path not in cache:
-        try:
-            with open(path, "rb") as handle:
-                data = yaml.safe_load(handle)
-        except (OSError, IOError, yaml.YAMLError):
+        try:  # size and depth checked before it is parsed
+            data = documents.read_yaml(path, "inventory variables file")
+        except documents.DocumentError:
             data = None
         cache[path] = data if isinstance(data, dict) else {}
     return cache[path]

@@ -232,3 +232,32 @@ def test_a_parsed_plan_too_deep_for_the_schema_check_is_refused():
         holder = holder["x"]
     with pytest.raises(fleet_schema.FleetPlanDataError, match="plan.json is nested more than 64 levels deep"):
         fleet_schema.check(deep)
+
+
+def test_an_old_plan_json_that_is_json_null_is_no_diff_with_a_problem(tmp_path):
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text("null\n")
+    text, dummy = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
+    assert json.loads(text)["diff"]["problem"] == ("no diff: the plan.json already in report_dir %s is not a JSON object"
+                                                   % plan_file)
+
+
+# ---------------------------------------------------------------------------
+# Inventory variable files, read to name where a refused variable was set
+# ---------------------------------------------------------------------------
+
+def test_variable_sources_reads_no_file_outside_host_vars_and_skips_a_file_too_deep(tmp_path):
+    from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_sources as vs
+
+    inventory = tmp_path / "inventory"
+    (inventory / "host_vars").mkdir(parents=True)
+    (inventory / "group_vars").mkdir()
+    (inventory / "escape.yml").write_text("nvidia_driver_branch: '570'\n")  # beside host_vars, not in it
+    (inventory / "group_vars" / "all.yml").write_text("nvidia_driver_branch: " + "[" * 3000 + "]" * 3000 + "\n")
+    (inventory / "host_vars" / "gpu-a.yml").write_text("nvidia_driver_branch: '570'\n")
+    escape = {"inventory_hostname": "../escape", "inventory_dir": str(inventory), "nvidia_driver_branch": "570"}
+    assert vs.inventory_files(escape) == [str(inventory / "group_vars" / "all.yml")]
+    assert vs.variable_sources(["nvidia_driver_branch"], [escape]) == {}
+    good = dict(escape, inventory_hostname="gpu-a")
+    assert vs.variable_sources(["nvidia_driver_branch"], [good]) == {
+        "nvidia_driver_branch": [str(inventory / "host_vars" / "gpu-a.yml")]}
