@@ -56,6 +56,8 @@ options:
   facts_dir:
     description:
       - Folder of the records on the controller. Default the host's C(gpuops_fleet_facts_dir).
+      - A host whose inventory name is not one file name (it holds C(/), is C(..), or holds a NUL byte) is refused
+        before anything is recorded, so that no record lands outside the folder.
       - Without a folder, O(record=true) records into the fact cache only, and fails when Ansible's fact cache
         is the in-memory one (nothing would be kept).
     type: path
