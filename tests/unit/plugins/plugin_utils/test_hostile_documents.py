@@ -261,3 +261,8 @@ def test_variable_sources_reads_no_file_outside_host_vars_and_skips_a_file_too_d
     good = dict(escape, inventory_hostname="gpu-a")
     assert vs.variable_sources(["nvidia_driver_branch"], [good]) == {
         "nvidia_driver_branch": [str(inventory / "host_vars" / "gpu-a.yml")]}
+
+
+@pytest.mark.parametrize("text", ['["\\\\", [[]]]', '{"a\\\\\\"[": [1]}', '["\\\\\\\\", "]]]"]', '[{"\\u005b": "\\"}"}]'])
+def test_escapes_in_strings_are_read_as_json_reads_them(text):
+    assert documents.json_depth(text) == documents.depth(json.loads(text))
