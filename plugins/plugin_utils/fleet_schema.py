@@ -13,7 +13,8 @@ planner may add some without a new version; it changes version when a field
 it names changes meaning or type.
 
 ``check`` uses the jsonschema library when the controller has it (the test
-requirements pin it) and the version and top-level fields otherwise.
+requirements pin it), and otherwise reads the same schema by the few rules it
+uses: a damaged plan.json is refused naming the field's path either way.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -202,18 +203,62 @@ def check(plan, what="plan.json"):
                                  % (what, version, ", ".join(str(v) for v in SUPPORTED)))
     try:
         import jsonschema
-    except ImportError:
-        missing = [k for k in schema(version)["required"] if k not in plan]
-        if missing:
-            raise FleetPlanDataError("%s (version %d) lacks %s" % (what, version, ", ".join(missing)))
-        return plan
-    validator = jsonschema.Draft202012Validator(schema(version))
-    problems = sorted(validator.iter_errors(_distinct_hosts(plan)), key=lambda e: list(e.absolute_path))
+    except ImportError:  # the collection does not require it: the same schema, read by the few rules it uses
+        problems = []
+        _problems(_distinct_hosts(plan), schema(version), (), problems)
+    else:
+        validator = jsonschema.Draft202012Validator(schema(version))
+        problems = [(tuple(e.absolute_path), e.message) for e in validator.iter_errors(_distinct_hosts(plan))]
     if problems:
+        problems.sort(key=lambda p: [str(k) for k in p[0]])
         raise FleetPlanDataError("%s does not follow the plan.json schema version %d: %s" % (
-            what, version, "; ".join("%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "(top)", e.message[:200])
-                                     for e in problems[:5])))
+            what, version, "; ".join("%s: %s" % ("/".join(str(k) for k in path) or "(top)", message[:200])
+                                     for path, message in problems[:5])))
     return plan
+
+
+_TYPES = {
+    "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list), "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool), "null": lambda v: v is None,
+    "integer": lambda v: not isinstance(v, bool) and (isinstance(v, int) or isinstance(v, float) and v.is_integer()),
+    "number": lambda v: not isinstance(v, bool) and isinstance(v, (int, float)),
+}
+
+
+def _problems(value, rules, path, out):
+    """``(path, message)`` into ``out`` for each way ``value`` breaks ``rules``: the JSON Schema keywords the
+    plan.json schema uses (type, enum, const, minimum, required, properties, additionalProperties, items,
+    minItems, maxItems), as jsonschema reads them."""
+    types = rules.get("type")
+    if types is not None:
+        types = [types] if isinstance(types, str) else types
+        if not any(_TYPES[t](value) for t in types):
+            out.append((path, "%r is not of type %s" % (value, ", ".join("'%s'" % t for t in types))))
+            return
+    if "enum" in rules and value not in rules["enum"]:
+        out.append((path, "%r is not one of %r" % (value, rules["enum"])))
+    if "const" in rules and value != rules["const"]:
+        out.append((path, "%r was expected" % (rules["const"],)))
+    if "minimum" in rules and _TYPES["number"](value) and value < rules["minimum"]:
+        out.append((path, "%r is less than the minimum of %r" % (value, rules["minimum"])))
+    if isinstance(value, dict):
+        for key in rules.get("required", []):
+            if key not in value:
+                out.append((path, "%r is a required property" % key))
+        properties = rules.get("properties", {})
+        for key, item in value.items():
+            if key in properties:
+                _problems(item, properties[key], path + (key,), out)
+            elif "additionalProperties" in rules:
+                _problems(item, rules["additionalProperties"], path + (key,), out)
+    if isinstance(value, list):
+        if len(value) < rules.get("minItems", 0):
+            out.append((path, "%r is too short" % (value,)))
+        if "maxItems" in rules and len(value) > rules["maxItems"]:
+            out.append((path, "%r is too long" % (value,)))
+        if "items" in rules:
+            for index, item in enumerate(value):
+                _problems(item, rules["items"], path + (index,), out)
 
 
 def loads(text, what):

@@ -2,6 +2,7 @@
 field (or the limit), or the right result; never a bare Python error, never a file outside its folder."""
 import json
 import os
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -266,3 +267,70 @@ def test_variable_sources_reads_no_file_outside_host_vars_and_skips_a_file_too_d
 @pytest.mark.parametrize("text", ['["\\\\", [[]]]', '{"a\\\\\\"[": [1]}', '["\\\\\\\\", "]]]"]', '[{"\\u005b": "\\"}"}]'])
 def test_escapes_in_strings_are_read_as_json_reads_them(text):
     assert documents.json_depth(text) == documents.depth(json.loads(text))
+
+
+# ---------------------------------------------------------------------------
+# plan.json's schema without the jsonschema library (the collection does not require it)
+# ---------------------------------------------------------------------------
+
+def _fuzz_mutations():
+    """tests/fuzz/mutations.py: the fuzz suite's structure-aware mutator."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mutations", str(ROOT / "tests" / "fuzz" / "mutations.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def no_jsonschema(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jsonschema", None)  # import jsonschema raises ImportError
+
+
+@pytest.mark.parametrize("change, where", [
+    (lambda p: p["hosts"].update(good="x"), "hosts/good: 'x' is not of type 'object'"),
+    (lambda p: p["hosts"]["good"].update(driver=[]), "hosts/good/driver: [] is not of type 'object', 'null'"),
+    (lambda p: p["hosts"]["good"]["capacity"]["resources"].update({"nvidia.com/gpu": "4"}),
+     "hosts/good/capacity/resources/nvidia.com/gpu: '4' is not of type 'integer'"),
+    (lambda p: p["summary"].update(reboot=[1]), "summary/reboot/0: 1 is not of type 'string'"),
+    (lambda p: p["hosts"]["good"].update(wave=0), "hosts/good/wave: 0 is less than the minimum of 1"),
+    (lambda p: p["diff"].update(changed={"good": {"driver": ["a"]}}), "diff/changed/good/driver: ['a'] is too short"),
+    (lambda p: p.pop("waves"), "(top): 'waves' is a required property"),
+])
+def test_a_damaged_plan_is_refused_naming_the_field_without_jsonschema(no_jsonschema, tmp_path, change, where):
+    plan = json.loads(json.dumps(_plan()))
+    fleet_schema.check(plan)
+    change(plan)
+    with pytest.raises(fleet_schema.FleetPlanDataError, match="the previous plan does not follow .*%s" % re.escape(where)):
+        fleet_schema.check(plan, "the previous plan")
+    # The diff against it: the problem, never a bare error.
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    text, dummy = fleet_plan_action._with_diff(_plan(), str(tmp_path / "plan.json"), None)
+    assert where in json.loads(text)["diff"]["problem"]
+
+
+def test_the_fallback_reads_the_schema_as_jsonschema_does():
+    """Random damage to a plan: the fallback refuses exactly what jsonschema refuses."""
+    import random
+
+    import jsonschema
+
+    mutations = _fuzz_mutations()
+
+    base = json.loads(json.dumps(_plan()))
+    validator = jsonschema.Draft202012Validator(fleet_schema.schema(2))
+    rng = random.Random(7)
+    refused = 0
+    for dummy in range(300):
+        plan = mutations.mutate_document(base, rng)
+        if not isinstance(plan, dict):
+            continue
+        ours = []
+        fleet_schema._problems(plan, fleet_schema.schema(2), (), ours)
+        theirs = sorted(tuple(e.absolute_path) for e in validator.iter_errors(plan))
+        assert sorted(path for path, _message in ours) == theirs, plan
+        refused += bool(theirs)
+    assert refused > 30
