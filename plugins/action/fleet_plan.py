@@ -157,6 +157,11 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGS)
+        for option in ("report_dir", "facts_dir", "previous_plan"):
+            try:
+                documents.refuse_nul(args[option] or "", option)
+            except documents.DocumentError as exc:
+                raise AnsibleActionFail("%s; nothing was planned or written" % exc)
         inventory = task_vars.get("groups") or {}
         names = args["hosts"] if args["hosts"] is not None else inventory.get(args["group"], [])
         hostvars = task_vars.get("hostvars") or {}

@@ -334,3 +334,29 @@ def test_the_fallback_reads_the_schema_as_jsonschema_does():
         assert sorted(path for path, _message in ours) == theirs, plan
         refused += bool(theirs)
     assert refused > 30
+
+
+def _plan_action(tmp_path, **args):
+    task = mock.Mock(args=dict(args, hosts=["good"]), async_val=0, check_mode=False, diff=False)
+    action = fleet_plan_action.ActionModule(task, mock.Mock(), mock.Mock(check_mode=False), loader=None, templar=None,
+                                            shared_loader_obj=None)
+    hostvars = {"good": {"gpuops_nvml_replay_file": str(NVML / "l40s.json")}}
+    return action.run(task_vars={"groups": {"gpu_nodes": ["good"]}, "hostvars": hostvars})
+
+
+@pytest.mark.parametrize("option", ["report_dir", "previous_plan", "facts_dir"])
+def test_a_nul_in_a_path_option_of_the_planner_is_refused_and_nothing_is_written(tmp_path, option):
+    args = {"report_dir": str(tmp_path / "report"), option: str(tmp_path / "x\0y")}
+    with pytest.raises(AnsibleActionFail, match="%s '.*' is not a path: it holds a NUL byte; nothing was planned" % option):
+        _plan_action(tmp_path, **args)
+    assert tree(tmp_path) == []
+
+
+def test_the_planner_action_writes_a_plan_beside_a_damaged_old_one(tmp_path):
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "plan.json").write_text("[" * DEEP + "]" * DEEP)
+    result = _plan_action(tmp_path, report_dir=str(tmp_path / "report"))
+    assert result["changed"] and result["valid"], result.get("msg")
+    written = json.loads((tmp_path / "report" / "plan.json").read_text())
+    assert "is nested more than 64 levels deep" in written["diff"]["problem"]
+    assert tree(tmp_path / "report") == ["index.html", "plan.json"]
