@@ -20,6 +20,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 from itertools import accumulate
 
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
@@ -32,6 +33,11 @@ MAX_BYTES = nvml.MAX_REPLAY_BYTES
 MAX_PLAN_BYTES = 512 * 1024 * 1024
 
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+# A YAML single-quoted scalar ('' is a quote within it): its brackets are text.
+_SINGLE_QUOTED = re.compile(r"'[^']*'")
+# How far past the depth limit the brackets of a YAML text may go before it is refused unparsed (text in plain
+# scalars may hold brackets too).
+YAML_FLOW_SLACK = 4
 
 
 class _Keep(dict):
@@ -148,6 +154,10 @@ def read_yaml(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
 
     text = read_text(path, what, max_bytes)
     where = "%s %s" % (what, path)
+    # PyYAML takes seconds to scan a few thousand nested flow brackets: far more of them than the limit (quoted
+    # text aside) is refused at once; the parser's events count the rest exactly.
+    if json_depth(_SINGLE_QUOTED.sub("", text)) > YAML_FLOW_SLACK * max_depth:
+        raise _too_deep(where, max_depth)
     try:
         # The parser's events, without building anything (it keeps a stack, not Python recursion).
         level = 0

@@ -13,6 +13,7 @@ and plugins' YAML. A pattern that only searches, splits or rewrites (it decides
 nothing about the input's validity) may keep a ``$`` through ALLOWED, with why.
 """
 import ast
+import functools
 import re
 
 import pytest
@@ -101,7 +102,13 @@ def yaml_patterns(path):
         yield text.count("\n", 0, match.start()) + 1, match.group("pattern"), False
 
 
+@functools.lru_cache(maxsize=None)
 def all_patterns():
+    """``(file, line, pattern, ascii)`` of every pattern of plugins/ and roles/ (read once per run)."""
+    return tuple(_scan())
+
+
+def _scan():
     for folder in ("plugins", "roles"):
         for path in sorted((ROOT / folder).rglob("*")):
             if not path.is_file():
