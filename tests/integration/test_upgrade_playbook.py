@@ -10,8 +10,10 @@ with the upstream drain's outcomes. Every effect lands in one events file, in or
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +27,9 @@ pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent / "upgrade"
 MIG_STUBS = Path(__file__).resolve().parent / "mig" / "stubs"
 OLD, NEW = "570.172.08", "580.82.07"
+# Where the upgrade records each node's progress, as the GPU Operator's upgrade controller does.
+STATE_LABEL = "gpuops.platform/driver-upgrade-state"
+INITIAL = "gpuops.platform/driver-upgrade.node-initial-state.unschedulable"
 UNITS = {"nvidia-persistenced": {"active": True, "holds_gpus": True},
          "dcgm": {"active": False, "holds_gpus": True},
          "kubelet": {"active": True}}
@@ -78,7 +83,17 @@ class Site(object):
     def cluster_node(self, name):
         return json.loads((self.root / "nodes.json").read_text())[name]
 
-    def play(self, extra=(), **hostvars):
+    def store_node(self, name, unschedulable=False, labels=None, annotations=None):
+        """A Node as an earlier run (or an operator) left it in the cluster."""
+        path = self.root / "nodes.json"
+        nodes = json.loads(path.read_text()) if path.exists() else {}
+        nodes[name] = {"kind": "Node", "metadata": {"name": name, "labels": dict(labels or {}),
+                                                    "annotations": dict(annotations or {})},
+                       "spec": {"unschedulable": unschedulable}}
+        path.write_text(json.dumps(nodes))
+
+    def play(self, extra=(), interrupt_when=None, **hostvars):
+        """Run upgrade.yml; with ``interrupt_when(site)``, kill it (SIGKILL, every process) once that holds."""
         inventory = {"all": {
             "vars": dict({"gpu_upgrade_driver_version": NEW, "gpu_upgrade_become": False,
                           "gpu_upgrade_driver_role": "fake_driver", "gpu_upgrade_toolkit_role": "fake_toolkit",
@@ -109,13 +124,30 @@ class Site(object):
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_LOCAL_TEMP": str(self.root / "tmp"),
         })
-        proc = subprocess.run(
-            [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(self.root / "inventory.json"),
-             str(self.repo_root / "playbooks" / "upgrade.yml")] + list(extra),
-            cwd=str(self.repo_root), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            universal_newlines=True, timeout=600, check=False)
+        command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
+                   str(self.root / "inventory.json"), str(self.repo_root / "playbooks" / "upgrade.yml")] + list(extra)
+        if interrupt_when is None:
+            proc = subprocess.run(command, cwd=str(self.repo_root), env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, universal_newlines=True, timeout=600, check=False)
+        else:
+            proc = self._interrupted(command, env, interrupt_when)
         lines = events.read_text().splitlines() if events.exists() else []
         return proc, [json.loads(line) for line in lines]
+
+
+    def _interrupted(self, command, env, interrupt_when):
+        # Its own session, so that the kill reaches the workers and the modules they run, as a lost controller would.
+        with open(self.root / "interrupted.log", "w+") as log:
+            proc = subprocess.Popen(command, cwd=str(self.repo_root), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            deadline = time.time() + 300
+            while proc.poll() is None and not interrupt_when(self) and time.time() < deadline:
+                time.sleep(0.2)
+            assert proc.poll() is None, "the run ended before it could be interrupted"
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            log.seek(0)
+            return subprocess.CompletedProcess(command, proc.returncode, log.read())
 
 
 def effects(events):
@@ -124,6 +156,8 @@ def effects(events):
         kind = e["event"]
         if kind == "k8s_drain":
             out.append("%s %s" % (e["args"]["state"], e["args"]["name"]))
+        elif kind == "k8s":
+            out.append("state %s %s" % (e["args"]["name"], e["args"]["definition"]["metadata"]["labels"][STATE_LABEL]))
         elif kind in ("stop", "start"):
             out.append("%s %s" % (kind, e["unit"]))
         elif kind == "driver":
@@ -150,15 +184,18 @@ def test_upgrade_runs_drain_stop_upgrade_reboot_toolkit_verify_start_uncordon(si
     assert proc.returncode == 0, proc.stdout
     assert effects(events) == [
         "nvml_facts",                                   # pre-check
+        "state gpu1 drain-required",                    # recorded before the cordon
         "drain gpu1",
         "stop nvidia-persistenced", "stop kubelet",     # dcgm was not running: left alone
         "driver %s" % NEW,
         "nvml_facts",                                   # the loaded module is now older than the driver
         "reboot",
         "toolkit 1.18.0-1",                             # after the reboot: CDI needs the new driver loaded
+        "state gpu1 validation-required",
         "nvml_facts",                                   # verify
         # the reboot brought the clients back up: nothing left to start
         "uncordon gpu1",
+        "state gpu1 upgrade-done",
         "nvml_facts",                                   # gpu2's pre-check, and nothing else
     ]
     drain = [e for e in events if e["event"] == "k8s_drain"][0]["args"]
@@ -171,6 +208,9 @@ def test_upgrade_runs_drain_stop_upgrade_reboot_toolkit_verify_start_uncordon(si
     assert "gpu2: skip (driver %s is installed and loaded; 1 GPU(s))" % NEW in out
     assert site.model("gpu1").kernel_module_version == NEW
     assert site.cluster_node("gpu1")["spec"]["unschedulable"] is False
+    # Done: the label says so, and the node's first state is forgotten.
+    assert site.cluster_node("gpu1")["metadata"]["labels"][STATE_LABEL] == "upgrade-done"
+    assert INITIAL not in site.cluster_node("gpu1")["metadata"].get("annotations", {})
 
 
 def test_a_failed_canary_stays_cordoned_and_stops_the_rollout(site):
@@ -238,3 +278,87 @@ def test_check_mode_gives_the_plan_per_node_from_live_or_replayed_facts(site, fi
     proc, events = site.play(extra=["-e", "gpuops_nodes_plan_only=true"])
     assert proc.returncode != 0 and "This inventory is plan-only" in " ".join(proc.stdout.split())
     assert events == []
+
+
+def test_a_run_killed_in_the_middle_of_a_drain_is_finished_by_the_next_without_draining_finished_nodes(site):
+    for name in ("gpu1", "gpu2", "gpu3"):
+        site.node(name)
+    site.pod("gpu2", "train-5d6e", hang=True)          # its eviction hangs: the run is killed during the drain
+    (site.root / "hang").write_text("")
+
+    def draining_gpu2(s):
+        path = s.root / "nodes.json"
+        return path.exists() and json.loads(path.read_text()).get("gpu2", {}).get("spec", {}).get("unschedulable")
+
+    proc, events = site.play(extra=["-e", "gpuops_upgrade_serial=1"], interrupt_when=draining_gpu2)
+    assert proc.returncode == -signal.SIGKILL
+    (site.root / "hang").unlink()
+    # gpu1 is done; gpu2 was left cordoned by the drain of the run that died; gpu3 was not reached.
+    assert site.cluster_node("gpu1")["metadata"]["labels"][STATE_LABEL] == "upgrade-done"
+    gpu2 = site.cluster_node("gpu2")
+    assert gpu2["spec"]["unschedulable"] is True
+    assert gpu2["metadata"]["labels"][STATE_LABEL] == "drain-required"
+    assert gpu2["metadata"]["annotations"][INITIAL] == "false"
+    assert "gpu3" not in json.loads((site.root / "nodes.json").read_text())
+
+    site.pods["gpu2"] = [dict((k, v) for k, v in p.items() if k != "x_hang") for p in site.pods["gpu2"]]
+    proc, events = site.play(extra=["-e", "gpuops_upgrade_serial=1"])
+    assert proc.returncode == 0, proc.stdout
+    out = " ".join(proc.stdout.split())
+    assert ("gpu2: upgrade and reboot (driver %s -> %s; 1 GPU(s)); an earlier run stopped at drain-required and left "
+            "it cordoned: this run finishes it, and uncordons it only once it is verified healthy" % (OLD, NEW)) in out
+    steps = effects(events)
+    # gpu1, finished by the run that died, is neither drained nor touched again.
+    assert not any(s.endswith(" gpu1") or s.startswith("state gpu1") for s in steps)
+    assert "gpu1: skip (driver %s is installed and loaded; 1 GPU(s))" % NEW in out
+    # gpu2 is finished: drained again (its pods were never evicted), upgraded, and uncordoned, since the run
+    # that cordoned it recorded that it was schedulable before.
+    gpu2_steps = [s for s in steps if "gpu2" in s]
+    assert gpu2_steps == ["state gpu2 drain-required", "drain gpu2", "state gpu2 validation-required",
+                          "uncordon gpu2", "state gpu2 upgrade-done"]
+    gpu2 = site.cluster_node("gpu2")
+    assert gpu2["spec"]["unschedulable"] is False and INITIAL not in gpu2["metadata"]["annotations"]
+    assert "gpu2: driver %s -> %s, rebooted, 1 GPU(s) verified, finishing the run that stopped at drain-required" % (
+        OLD, NEW) in out
+    assert site.cluster_node("gpu3")["metadata"]["labels"][STATE_LABEL] == "upgrade-done"
+
+
+def test_a_node_left_cordoned_after_its_upgrade_is_named_and_uncordoned_only_once_healthy(site):
+    site.node("gpu1", installed=NEW, loaded=NEW)        # upgraded and rebooted; the run died before the uncordon
+    site.store_node("gpu1", unschedulable=True, labels={STATE_LABEL: "validation-required"},
+                    annotations={INITIAL: "false"})
+    sick = nvml_nodes.l40s()
+    sick.gpus[0].remapped_rows = (0, 0, 0, 1)           # a row remapping failed: the GPU is critical
+    site.node("gpu2", model=sick, installed=NEW, loaded=NEW)
+    site.store_node("gpu2", unschedulable=True, labels={STATE_LABEL: "upgrade-failed"}, annotations={INITIAL: "false"})
+    site.node("gpu3", installed=NEW, loaded=NEW)        # cordoned by an operator before the run that died
+    site.store_node("gpu3", unschedulable=True, labels={STATE_LABEL: "validation-required"},
+                    annotations={INITIAL: "true"})
+
+    proc, events = site.play(extra=["--check"])
+    assert proc.returncode == 0, proc.stdout
+    out = " ".join(proc.stdout.split())
+    for name, step in (("gpu1", "validation-required"), ("gpu2", "upgrade-failed")):
+        assert ("%s: skip (driver %s is installed and loaded; 1 GPU(s)); an earlier run stopped at %s and left it "
+                "cordoned: this run finishes it" % (name, NEW, step)) in out
+    assert "(it was cordoned before that run: it stays cordoned)" in out
+    assert [s for s in effects(events) if not s.startswith("nvml")] == []
+
+    proc, events = site.play(extra=["-e", "gpuops_upgrade_serial=3", "-e", "gpuops_upgrade_max_fail_percentage=100"])
+    assert proc.returncode != 0
+    steps = effects(events)
+    out = " ".join(proc.stdout.split())
+    # Finished without a drain: the toolkit, the verification, the uncordon.
+    assert [s for s in steps if "gpu1" in s] == ["state gpu1 validation-required", "uncordon gpu1",
+                                                 "state gpu1 upgrade-done"]
+    assert "gpu1: driver %s -> %s, no reboot, 1 GPU(s) verified, finishing the run that stopped at " \
+           "validation-required" % (NEW, NEW) in out
+    assert site.cluster_node("gpu1")["spec"]["unschedulable"] is False
+    # Not healthy: it stays cordoned, and the failure is recorded again.
+    assert "Driver upgrade to %s failed on gpu2 at step 'verify'" % NEW in out and "GPU health is critical" in out
+    assert [s for s in steps if "gpu2" in s] == ["state gpu2 validation-required", "state gpu2 upgrade-failed"]
+    assert site.cluster_node("gpu2")["spec"]["unschedulable"] is True
+    assert site.cluster_node("gpu2")["metadata"]["labels"][STATE_LABEL] == "upgrade-failed"
+    # Cordoned before the maintenance began: finished, and left cordoned.
+    assert [s for s in steps if "gpu3" in s] == ["state gpu3 validation-required", "state gpu3 upgrade-done"]
+    assert site.cluster_node("gpu3")["spec"]["unschedulable"] is True
