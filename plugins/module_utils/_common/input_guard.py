@@ -37,6 +37,7 @@ _TOML_SKIP = re.compile(
 )
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 
 
 class InputLimitError(ValueError):
@@ -123,13 +124,13 @@ def check_value_depth(value, source, max_depth=MAX_DEPTH, error=InputLimitError,
 
 
 def _path_text(path):
-    """``plugins."io.containerd.grpc.v1.cri".cdi_spec_dirs[0]``: keys with a dot quoted, list indexes in brackets."""
+    """``plugins."io.containerd.grpc.v1.cri".cdi_spec_dirs[0]``: keys other than bare keys quoted, indexes in brackets."""
     out = []
     for part in path:
         if isinstance(part, int):
             out.append("[%d]" % part)
             continue
-        key = '"%s"' % part if "." in part or not part else part
+        key = part if _BARE_KEY.match(part) else '"%s"' % part
         out.append("." + key if out else key)
     return "".join(out)
 
