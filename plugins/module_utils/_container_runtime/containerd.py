@@ -86,7 +86,7 @@ def config_version_for(containerd_version_output):
     ``containerd containerd.io 1.7.27 ...`` gives 2. None when no version is found.
     """
     for token in (containerd_version_output or "").split()[1:]:
-        match = re.match(r"^v?(\d+)\.(\d+)", token)
+        match = re.match(r"v?([0-9]+)\.([0-9]+)", token)
         if match:
             return 3 if int(match.group(1)) >= 2 else 2
     return None

@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 
 from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import check_document, check_type
 
@@ -56,18 +57,18 @@ def _field(container, key, types, path):
     return check_type(value, types, path + [key], OUTPUT, error=DcgmDiagError, advice=UNREADABLE)
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 class DcgmDiagError(ValueError):
     """The input or the output of a diagnostic cannot be used; the message says why."""
 
 
 def validate_level(level):
     """The run level as an int in 1..4, or DcgmDiagError naming the bad value."""
-    if isinstance(level, bool):
-        level = None
-    try:
-        value = int(str(level).strip())
-    except (TypeError, ValueError):
-        value = None
+    # ASCII digits, the whole value (blanks around it aside): int() would also take "\uff14".
+    text = str(level).strip() if isinstance(level, (int, str)) and not isinstance(level, bool) else ""
+    value = int(text) if _DIGITS.fullmatch(text) else None
     if value not in LEVELS:
         raise DcgmDiagError("the DCGM diagnostic level must be 1, 2, 3 or 4 (1 quick, 2 medium, 3 long, "
                             "4 extended), got %r" % (level,))
@@ -78,8 +79,8 @@ def validate_gpu_ids(gpu_ids):
     """GPU ids as a list of non-negative ints (empty: every GPU)."""
     out = []
     for item in gpu_ids or []:
-        text = str(item).strip()
-        if isinstance(item, bool) or not text.isdigit():
+        text = str(item)
+        if isinstance(item, bool) or not _DIGITS.fullmatch(text):
             raise DcgmDiagError("GPU ids must be non-negative integers (DCGM GPU ids, as `dcgmi discovery -l` "
                                 "lists them), got %r" % (item,))
         out.append(int(text))
@@ -161,7 +162,7 @@ def _ids(value, field, where):
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return [value]
     parts = [p.strip() for p in value.split(",")] if isinstance(value, str) else []
-    if not parts or not all(p.isdigit() and p.isascii() for p in parts):
+    if not parts or not all(_DIGITS.fullmatch(p) for p in parts):
         raise DcgmDiagError("%s has unreadable %s %r: DCGM writes a GPU id or ids separated by commas, such as "
                             "\"0,1,2,3\"" % (where, field, value))
     return [int(p) for p in parts]

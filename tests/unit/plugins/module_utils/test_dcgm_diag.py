@@ -295,3 +295,15 @@ def test_a_field_of_the_wrong_type_is_named_by_its_path(doc, field):
         dcgm_diag.parse(doc)
     assert str(caught.value).startswith("dcgmi diag -j output: " + field), str(caught.value)
     assert "passes no node" in str(caught.value)
+
+
+@pytest.mark.parametrize("level", ["\uff14", "\u0664", "2\u00b2"])
+def test_a_level_in_unicode_digits_is_refused(level):
+    with pytest.raises(dcgm_diag.DcgmDiagError, match="must be 1, 2, 3 or 4"):
+        dcgm_diag.validate_level(level)
+
+
+@pytest.mark.parametrize("gpu_id", ["\uff11", "\u00b2", "1\n"])
+def test_gpu_ids_in_unicode_digits_or_with_a_line_break_are_refused(gpu_id):
+    with pytest.raises(dcgm_diag.DcgmDiagError, match="non-negative integers"):
+        dcgm_diag.validate_gpu_ids([gpu_id])
