@@ -20,7 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
-from itertools import accumulate
+from itertools import accumulate, repeat
 
 # No config or tool output this collection reads nests deeper than a handful of levels.
 MAX_DEPTH = 64
@@ -78,10 +78,10 @@ def check_document(text, source, kind, max_bytes, max_depth=MAX_DEPTH, error=Inp
 
     ``kind`` is ``json`` or ``toml``; ``error`` the caller's exception type;
     ``what`` how the message names the document (default: ``source``);
-    ``advice`` what the message ends with.
+    ``advice`` what the message ends with. Returns the bracket depth found.
     """
     if text is None:
-        return text
+        return 0
     what = what or source
     size = len(text.encode("utf-8", "surrogatepass")) if len(text) * 4 > max_bytes else len(text)
     if size > max_bytes:
@@ -92,7 +92,20 @@ def check_document(text, source, kind, max_bytes, max_depth=MAX_DEPTH, error=Inp
         raise error("%s nests %s %d levels deep, deeper than the %d levels a %s document may nest here (nesting "
                     "limit). %s" % (what, "arrays or objects" if kind == "json" else "arrays or inline tables", depth,
                                     max_depth, kind.upper(), advice))
-    return text
+    return depth
+
+
+def toml_depth_bound(text, bracket_depth):
+    """How deep the data of TOML ``text`` can nest at most, without parsing it.
+
+    A header adds at most two levels per key part (an array of tables and its
+    table), a dotted key one per part, brackets and braces one each; a part is
+    one more than the dots of its line (dots in strings only make the bound larger).
+    """
+    if not text:
+        return bracket_depth
+    dots = max(map(str.count, text.split("\n"), repeat("."))) if "." in text else 0
+    return 3 * (dots + 1) + bracket_depth
 
 
 def value_depth(value, max_depth=MAX_DEPTH):
@@ -112,6 +125,14 @@ def value_depth(value, max_depth=MAX_DEPTH):
             return depth
         stack.extend((child, depth) for child in children)
     return deepest
+
+
+def check_toml_value_depth(value, text, bracket_depth, source, max_depth=MAX_DEPTH, error=InputLimitError,
+                           advice=FILE_ADVICE):
+    """:func:`check_value_depth` of TOML data, walked only when its text could nest deeper than ``max_depth``."""
+    if toml_depth_bound(text, bracket_depth) > max_depth:
+        check_value_depth(value, source, max_depth, error, advice)
+    return value
 
 
 def check_value_depth(value, source, max_depth=MAX_DEPTH, error=InputLimitError, advice=FILE_ADVICE):

@@ -22,7 +22,7 @@ import traceback
 
 from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import (
     check_document,
-    check_value_depth,
+    check_toml_value_depth,
 )
 
 try:
@@ -174,7 +174,10 @@ def _invalid_toml(path, exc):
 
 
 def guard_toml(text, path):
-    """Refuse a TOML text over the size or nesting limit before any parser sees it (parsers recurse per level)."""
+    """Refuse a TOML text over the size or nesting limit before any parser sees it (parsers recurse per level).
+
+    Returns the bracket depth found.
+    """
     return check_document(text, path, "toml", MAX_CONFIG_BYTES, error=ConfigError)
 
 
@@ -206,7 +209,7 @@ def parse_toml(text, path):
 
 def load_plain(text, path):
     """The data of TOML ``text`` as plain Python, with the fastest parser there is; errors name ``path``."""
-    guard_toml(text, path)
+    depth = guard_toml(text, path)
     if HAS_FAST_TOML:
         try:
             data = _fast_toml.loads(text or "")
@@ -220,7 +223,7 @@ def load_plain(text, path):
         except RecursionError:
             raise _too_deep(path)
     # Dotted keys ([a.b.c...]) nest without a bracket: the data's own depth is checked too.
-    return check_value_depth(data, path, error=ConfigError)
+    return check_toml_value_depth(data, text, depth, path, error=ConfigError)
 
 
 def dump_toml(doc):

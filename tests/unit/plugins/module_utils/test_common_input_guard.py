@@ -29,13 +29,13 @@ def test_a_document_over_the_depth_or_size_limit_is_refused_naming_it_and_the_li
     with pytest.raises(Refused, match=r"^/etc/x\.json nests arrays or objects 65 levels deep, deeper than the 64 "
                                       r"levels.*\(nesting limit\)"):
         guard.check_document("[" * 65 + "]" * 65, "/etc/x.json", "json", 1024, error=Refused)
-    assert guard.check_document("[" * 64 + "]" * 64, "/etc/x.json", "json", 1024, error=Refused)
+    assert guard.check_document("[" * 64 + "]" * 64, "/etc/x.json", "json", 1024, error=Refused) == 64
     with pytest.raises(Refused, match=r"^/etc/x\.toml is 2 KiB, more than the 1 KiB .*\(size limit\)"):
         guard.check_document("a = 1\n" * 400, "/etc/x.toml", "toml", 1024, error=Refused)
     # bytes, not characters: four-byte characters count four times
     with pytest.raises(Refused, match="size limit"):
         guard.check_document(u"\U0001F600" * 300, "/etc/x.toml", "toml", 1024, error=Refused)
-    assert guard.check_document(None, "/x", "json", 1) is None
+    assert guard.check_document(None, "/x", "json", 1) == 0
 
 
 def test_value_depth_counts_without_recursion():
@@ -75,3 +75,23 @@ def test_a_nul_byte_in_a_path_is_refused():
     assert guard.check_path_text("/etc/containerd/conf.d/*.toml", "imports[0]", "/f", error=Refused)
     with pytest.raises(Refused, match=r"^/f: imports\[0\] .* holds a NUL byte"):
         guard.check_path_text("/etc/\x00/*.toml", "imports[0]", "/f", error=Refused)
+
+
+def test_the_toml_depth_bound_is_never_below_the_real_depth():
+    import tomllib
+    for text in ["a.b.c = 1\n", "[a.b]\nc.d = [[{e.f = 1}]]\n", "[[a.b]]\n[[a.b.c]]\nd.e = 1\n[[a.b.c]]\n",
+                 "".join("x%d = 1\n" % i for i in range(50)) + "[%s]\n" % ".".join("k" * 30), 'a."b.c" = {d = [1]}\n']:
+        depth = guard.bracket_depth(text, "toml")
+        assert guard.toml_depth_bound(text, depth) >= guard.value_depth(tomllib.loads(text)), text
+
+
+def test_deep_toml_data_is_walked_only_when_its_text_could_be_that_deep():
+    deep_text = "[%s]\n" % ".".join(["a"] * 100)
+    import tomllib
+    with pytest.raises(Refused, match="nesting limit"):
+        guard.check_toml_value_depth(tomllib.loads(deep_text), deep_text, 1, "/etc/x.toml", error=Refused)
+    # A shallow text is not walked: data that does not match it is not looked at.
+    fake = {"a": []}
+    for _ in range(100):
+        fake = {"a": [fake]}
+    assert guard.check_toml_value_depth(fake, "a = 1\n", 0, "/etc/x.toml", error=Refused) is fake
