@@ -73,6 +73,9 @@ def main():
 
     args = [sys.argv[0], "-rss_limit_mb=2048", "-timeout=%d" % int(targets.TIME_LIMIT_S * 2),
             "-max_len=%d" % targets.SIZE_LIMIT, "-artifact_prefix=%s/" % work] + sys.argv[3:] + [corpus]
+    dictionary = targets.dictionary(name)
+    if dictionary:  # the tokens libFuzzer inserts: hostile texts and the format's own keys
+        args.insert(1, "-dict=%s" % dictionary)
     atheris.Setup(args, one_input, custom_mutator=custom_mutator)
     atheris.Fuzz()
 

@@ -337,6 +337,15 @@ def seeds(name):
     return data + corpus(name)
 
 
+DICTIONARIES = Path(__file__).resolve().parent / "dictionaries"
+
+
+def dictionary(name):
+    """The libFuzzer dictionary of a target (dictionaries/<target>.dict), or None."""
+    path = DICTIONARIES / ("%s.dict" % name)
+    return str(path) if path.is_file() else None
+
+
 def corpus(name):
     folder = CORPUS / name
     return [p.read_bytes() for p in sorted(folder.iterdir())] if folder.is_dir() else []
@@ -375,3 +384,7 @@ def check(name, data):
     if not isinstance(result, Exception) and _size(result) > GROWTH_LIMIT * len(data) + 1024 * 1024:
         raise Violation("%s: a %d byte input gave a %d byte result" % (name, len(data), _size(result)))
     return result
+
+
+# The node's module options (nvidia_driver) and the structure-aware inputs of the node's parsers.
+import node_targets  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
