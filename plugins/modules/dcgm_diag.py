@@ -161,7 +161,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.platform.plugins.module_utils._node import dcgm_diag
 
-HOSTENGINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?")
+HOSTENGINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?\Z")
 
 
 def main():
@@ -177,7 +177,7 @@ def main():
     )
     params = module.params
     hostengine = params["hostengine"] or None
-    if hostengine and not HOSTENGINE.fullmatch(hostengine):
+    if hostengine and not HOSTENGINE.match(hostengine):
         module.fail_json(msg="hostengine must be HOST or HOST:PORT (letters, digits, dots, dashes), got %r"
                          % hostengine, ran=False, command=[])
     try:
