@@ -157,6 +157,15 @@ notes:
     containerd 1.7 then refuses it; C(nvidia-ctk) writes C(nvidia) alone. The runtime gets no
     C(runtime_engine)/C(runtime_root) keys of its own, which C(nvidia-ctk) adds empty when there is nothing to
     copy."
+  - "This is the one reason the nvidia-ctk comparison cases C(ctd-pkg-addruntime-01) and C(ctd-pkg-addruntime-02)
+    (in place and drop-in) and C(inst-containerd-05) (drop-in) differ: where the config has no C(runc) entry, the
+    module writes C(runc.runtime_type = \"io.containerd.runc.v2\") and leaves out NVIDIA's zero values
+    (C(privileged_without_host_devices = false), C(runtime_engine = \"\"), C(runtime_root = \"\")). Proved with the
+    real binaries (tests/integration/test_container_runtime_nvidia_ctk_real.py): C(containerd config dump) of
+    NVIDIA's expected file shows containerd 1.7 with C(nvidia) as its only runtime and C(default_runtime_name =
+    \"runc\"), and containerd 1.7 does not load its CRI plugin (C(invalid plugin config: no corresponding runtime
+    configured in containerd.runtimes for default_runtime_name = \"runc\")); it loads the module's file. The zero
+    values are containerd's defaults: 1.7 and 2.1 dump the same runtimes with or without them."
   - "docker: C(runtimes.nvidia) is written whole as C({\"path\": ..., \"args\": []}), as C(nvidia-ctk) writes it,
     so a host where both manage C(daemon.json) (the toolkit's installer, the GPU Operator) does not flip between
     two versions; other keys of that entry are dropped. dockerd ignores C(args) (its key is C(runtimeArgs)),

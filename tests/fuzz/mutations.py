@@ -88,7 +88,10 @@ def mutate(data, rng, times=1):
     for dummy in range(times):
         if loaded is not None:
             document, dump = loaded
-            loaded = (mutate_document(document, rng), dump)
+            try:
+                loaded = (mutate_document(document, rng), dump)
+            except RecursionError:
+                return None  # parsed, but too deep to walk (the corpus holds such documents): bytes only
         else:
             data = move_table(data, rng)
             if data is None:

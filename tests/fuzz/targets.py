@@ -489,3 +489,7 @@ def check(name, data):
     if not isinstance(result, Exception) and _size(result) > GROWTH_LIMIT * len(data) + 1024 * 1024:
         raise Violation("%s: a %d byte input gave a %d byte result" % (name, len(data), _size(result)))
     return result
+
+
+# The node's module options (nvidia_driver) and the structure-aware inputs of the node's parsers.
+import node_targets  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import

@@ -20,6 +20,11 @@ import errno
 import os
 import traceback
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import (
+    check_document,
+    check_toml_value_depth,
+)
+
 try:
     import tomlkit
     from tomlkit.container import Container
@@ -168,14 +173,31 @@ def _invalid_toml(path, exc):
     )
 
 
+def guard_toml(text, path):
+    """Refuse a TOML text over the size or nesting limit before any parser sees it (parsers recurse per level).
+
+    Returns the bracket depth found.
+    """
+    return check_document(text, path, "toml", MAX_CONFIG_BYTES, error=ConfigError)
+
+
+def _too_deep(path):
+    return ConfigError("%s nests tables or arrays too deep for the TOML parser (nesting limit). Nothing was "
+                       "changed; check the file." % path)
+
+
 def parse_toml(text, path):
     """Parse ``text`` (from ``path``) keeping comments and layout."""
     require_tomlkit()
     if HAS_FAST_TOML:
         # tomlkit accepts some invalid TOML (a table declared twice) and fails on it later, inside itself.
         load_plain(text, path)
+    else:
+        guard_toml(text, path)
     try:
         doc = tomlkit.parse(text or "")
+    except RecursionError:
+        raise _too_deep(path)
     except (TOMLKitError,) + _TOMLKIT_FAILURES as exc:
         if HAS_FAST_TOML and tomlkit_failed(exc):
             raise layout_error([path], exc)  # valid TOML (checked above) that tomlkit fails on
@@ -187,12 +209,21 @@ def parse_toml(text, path):
 
 def load_plain(text, path):
     """The data of TOML ``text`` as plain Python, with the fastest parser there is; errors name ``path``."""
+    depth = guard_toml(text, path)
     if HAS_FAST_TOML:
         try:
-            return _fast_toml.loads(text or "")
+            data = _fast_toml.loads(text or "")
         except _fast_toml.TOMLDecodeError as exc:
             raise _invalid_toml(path, exc)
-    return plain(parse_toml(text, path))
+        except RecursionError:
+            raise _too_deep(path)
+    else:
+        try:
+            data = plain(parse_toml(text, path))
+        except RecursionError:
+            raise _too_deep(path)
+    # Dotted keys ([a.b.c...]) nest without a bracket: the data's own depth is checked too.
+    return check_toml_value_depth(data, text, depth, path, error=ConfigError)
 
 
 def dump_toml(doc):

@@ -26,8 +26,8 @@ DRIVER_VERSION_FILES = ("/sys/module/nvidia/version", "/proc/driver/nvidia/versi
 CDI_REFRESH_UNITS = ("nvidia-cdi-refresh.path", "nvidia-cdi-refresh.service")
 SYSTEMD_UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 
-_SPEC_VERSION = re.compile(r"lib(?:cuda|nvidia-ml)\.so\.(\d+\.\d+(?:\.\d+)?)")
-_VERSION = re.compile(r"(?<![\d.])(\d{3,}\.\d+(?:\.\d+)?)(?![\d.])")
+_SPEC_VERSION = re.compile(r"lib(?:cuda|nvidia-ml)\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
+_VERSION = re.compile(r"(?<![0-9.])([0-9]{3,}\.[0-9]+(?:\.[0-9]+)?)(?![0-9.])")
 
 
 def spec_driver_version(spec_text):

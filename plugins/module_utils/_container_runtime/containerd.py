@@ -26,6 +26,7 @@ import glob
 import os
 import re
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import check_path_text, check_type
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     DEFAULT_NVIDIA_RUNTIME_PATH,
     DROP_IN_NAME,
@@ -85,7 +86,7 @@ def config_version_for(containerd_version_output):
     ``containerd containerd.io 1.7.27 ...`` gives 2. None when no version is found.
     """
     for token in (containerd_version_output or "").split()[1:]:
-        match = re.match(r"^v?(\d+)\.(\d+)", token)
+        match = re.match(r"v?([0-9]+)\.([0-9]+)", token)
         if match:
             return 3 if int(match.group(1)) >= 2 else 2
     return None
@@ -125,21 +126,45 @@ def _with_version_first(text, version, path):
     return doc
 
 
+# The values read from a runtime (its options are copied, not read), with the type containerd reads them as.
+_RUNTIME_FIELDS = (("runtime_type", str),)
+_CRI_FIELDS = (("cdi_spec_dirs", list),)
+
+
+def _check_field(table, key, types, path, source):
+    if isinstance(table, dict) and key in table:
+        check_type(table[key], types, path + [key], source, error=ConfigError)
+
+
 def check_shapes(data, version, source):
-    """Every table on the way to the runtimes is a table (a string or list there cannot be edited)."""
+    """Every table on the way to the runtimes is a table, and every value read has the type containerd reads.
+
+    A string or list where a table belongs cannot be edited; a list where a
+    name belongs cannot be looked up. The message names the file and the key.
+    """
     if not isinstance(data, dict):
         return
     imports = data.get("imports")
     if imports is not None and not (isinstance(imports, list) and all(isinstance(i, str) for i in imports)):
         raise ConfigError("%s: 'imports' must be a list of paths, found %r. Nothing was changed; fix the file and "
                           "run again." % (source, imports))
+    for index, pattern in enumerate(imports or []):
+        check_path_text(pattern, "imports[%d]" % index, source, error=ConfigError)
     cri = CRI_PLUGINS.get(version)
     if cri is None:
         return
     runtimes_path = ["plugins", cri, "containerd", "runtimes"]
     check_tables(data, runtimes_path, source)
+    cri_table = lookup(data, ["plugins", cri])
+    for key, types in _CRI_FIELDS:
+        _check_field(cri_table, key, types, ["plugins", cri], source)
+    for index, spec_dir in enumerate((cri_table or {}).get("cdi_spec_dirs") or []):
+        check_type(spec_dir, str, ["plugins", cri, "cdi_spec_dirs", index], source, error=ConfigError)
+    _check_field(lookup(data, runtimes_path[:-1]), "default_runtime_name", str, runtimes_path[:-1], source)
     for name, runtime in (lookup(data, runtimes_path) or {}).items():
         check_tables(data, runtimes_path + [name, "options"], source)
+        for key, types in _RUNTIME_FIELDS:
+            _check_field(runtime, key, types, runtimes_path + [name], source)
 
 
 def _import_files(imports, base_dir, globber):
@@ -194,7 +219,8 @@ def builtin_runtimes_from_default(text):
         default = load_plain(text, "`containerd config default`")
     except ConfigError:
         return None
-    plugin = CRI_PLUGINS.get(default.get("version"))
+    version = default.get("version")
+    plugin = CRI_PLUGINS.get(version) if isinstance(version, int) and not isinstance(version, bool) else None
     runtimes = lookup(default, ["plugins", plugin, "containerd", "runtimes"]) if plugin else None
     return runtimes if isinstance(runtimes, dict) and runtimes else None
 

@@ -18,10 +18,25 @@ __metaclass__ = type
 import glob
 import os
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import check_type
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime import base
 
 DROP_IN_HEADER = base.WRITTEN_BY % "CRI-O"
 OWN_KEYS = ("runtime_path", "runtime_type")
+RUNTIMES = ["crio", "runtime", "runtimes"]
+
+
+def check_shapes(data, source):
+    """The tables on the way to the runtimes are tables, and the values read have the type CRI-O reads."""
+    base.check_tables(data, RUNTIMES, source)
+    runtime = base.lookup(data, RUNTIMES[:-1])
+    if isinstance(runtime, dict) and "default_runtime" in runtime:
+        check_type(runtime["default_runtime"], str, RUNTIMES[:-1] + ["default_runtime"], source, error=base.ConfigError)
+    for name, table in (base.lookup(data, RUNTIMES) or {}).items():
+        check_type(table, dict, RUNTIMES + [name], source, error=base.ConfigError, expected="a table")
+        for key in OWN_KEYS:
+            if key in table:
+                check_type(table[key], str, RUNTIMES + [name, key], source, error=base.ConfigError)
 
 
 def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=base.NVIDIA_RUNTIME_NAME,
@@ -34,16 +49,17 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=base.NVIDIA_RUNTIM
     drop_in_text = reader(drop_in_path)
     doc = base.parse_toml(drop_in_text if (drop_in_text or "").strip() else DROP_IN_HEADER, drop_in_path)
 
-    base.check_tables(base.plain(doc), ["crio", "runtime", "runtimes", runtime_name], drop_in_path)
+    base.check_tables(base.plain(doc), RUNTIMES + [runtime_name], drop_in_path)
+    check_shapes(base.plain(doc), drop_in_path)
     # What CRI-O sees before our file: the main config, then the drop-ins that sort first.
     effective = base.load_plain(reader(config_path), config_path)
-    base.check_tables(effective, ["crio", "runtime", "runtimes"], config_path)
+    check_shapes(effective, config_path)
     warnings = []
     for path in sorted(globber(os.path.join(os.path.dirname(drop_in_path), "*"))):
         if path == drop_in_path or os.path.isdir(path):
             continue
         data = base.load_plain(reader(path), path)
-        base.check_tables(data, ["crio", "runtime", "runtimes"], path)
+        check_shapes(data, path)
         if os.path.basename(path) < os.path.basename(drop_in_path):
             effective = base.deep_merge(effective, data)
         elif set_as_default and base.lookup(data, ["crio", "runtime", "default_runtime"]) not in (None, runtime_name):

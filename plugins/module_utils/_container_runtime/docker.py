@@ -19,8 +19,10 @@ import json
 import re
 from collections import OrderedDict
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import check_document, check_type
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     DEFAULT_NVIDIA_RUNTIME_PATH,
+    MAX_CONFIG_BYTES,
     NVIDIA_RUNTIME_NAME,
     ConfigError,
     FileEdit,
@@ -47,13 +49,20 @@ def _object(data, key, path):
 def load_daemon_json(text, path):
     if text is None or not text.strip():
         return OrderedDict()
+    # The JSON parser (and the copy of what it read) recurse once per level: the depth is checked first.
+    check_document(text, path, "json", MAX_CONFIG_BYTES, error=ConfigError)
     try:
         data = json.loads(text, object_pairs_hook=OrderedDict)
+    except RecursionError:
+        raise ConfigError("%s nests too deep for the JSON parser (nesting limit). Nothing was changed; fix the file "
+                          "and run again." % path)
     except ValueError as exc:
         raise ConfigError("%s is not valid JSON: %s. Nothing was changed; fix the file and run again." % (path, exc))
     if not isinstance(data, dict):
         raise ConfigError("%s must hold a JSON object, found a %s. Nothing was changed; fix the file and run again."
                           % (path, type(data).__name__ if data is not None else "null"))
+    if "default-runtime" in data:  # read to decide whether the default moves; dockerd takes a name only
+        check_type(data["default-runtime"], str, ["default-runtime"], path, error=ConfigError)
     return data
 
 

@@ -24,22 +24,22 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
 
 # A runtime name becomes a TOML table key, a docker runtime name and a Kubernetes
 # RuntimeClass handler (a DNS label): letters, digits, '-' and '_' only.
-RUNTIME_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\Z")
+RUNTIME_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?")
 # What may be in a path written into a config: no whitespace, quotes, backslashes or control characters.
-SAFE_PATH = re.compile(r'^/[^\s"\'\\\x00-\x1f\x7f]*\Z')
+SAFE_PATH = re.compile(r'/[^\s"\'\\\x00-\x1f\x7f]*')
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-DRIVER_VERSION = re.compile(r"^\d+(?:\.\d+){1,3}\Z")
+DRIVER_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){1,3}")
 
 
 def check_values(params):
     """Values that would reach a config, a table key or a command line: an error before anything is read."""
     name = params["runtime_name"]
-    if not RUNTIME_NAME.match(name or ""):
+    if not RUNTIME_NAME.fullmatch(name or ""):
         return ("runtime_name %r is not valid: use 1 to 63 letters, digits, '-' or '_', starting and ending with a "
                 "letter or digit (it becomes a config table key, a docker runtime name and a Kubernetes "
                 "RuntimeClass handler). Nothing was changed." % (name,))
     path = params["nvidia_runtime_path"]
-    if not SAFE_PATH.match(path or ""):
+    if not SAFE_PATH.fullmatch(path or ""):
         return ("nvidia_runtime_path %r is not valid: give the absolute path of the NVIDIA Container Runtime, "
                 "without whitespace, quotes, backslashes or control characters. Nothing was changed." % (path,))
     for option, value in (("config_path", params["config_path"]), ("drop_in_path", params["drop_in_path"]),
@@ -48,7 +48,7 @@ def check_values(params):
         if value and CONTROL.search(value):
             return "%s %r contains a control character; give a plain path. Nothing was changed." % (option, value)
     version = params["cdi"]["driver_version"]
-    if version and not DRIVER_VERSION.match(version):
+    if version and not DRIVER_VERSION.fullmatch(version):
         return ("cdi.driver_version %r is not a driver version such as 570.172.08. Nothing was changed."
                 % (version,))
     return None

@@ -36,7 +36,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
 SCOPED_MIN_SIZE = 64 * 1024
 
 _KEY = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
-_HEADER = re.compile(r"^[ \t]*(\[\[?)[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*(\]\]?)[ \t]*(?:#.*)?$" % (_KEY, _KEY))
+_HEADER = re.compile(r"^[ \t]*(\[\[?)[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*(\]\]?)[ \t]*(?:#.*)?\Z" % (_KEY, _KEY))
 _KEY_PART = re.compile(_KEY)
 
 
@@ -74,10 +74,12 @@ def chunks(text, scope):
     """
     scope = tuple(scope)
     found = []  # (start offset, path, is_array)
+    # A header on the way to or inside scope names scope[1], or is scope[0] alone: most lines
+    # are neither (other plugins), and are told apart without the full header pattern.
+    alone = re.compile(r"""[ \t]*\[\[?[ \t]*(?:%s|"%s"|'%s')[ \t]*\]""" % ((re.escape(scope[0]),) * 3)) if scope else None
     for line in _HEADER_LINE.finditer(text):
         raw = line.group(0)
-        # A header on the way to or inside scope names scope[1] (or is scope[0] alone).
-        if len(scope) > 1 and scope[1] not in raw and scope[0] not in raw:
+        if len(scope) > 1 and scope[1] not in raw and (scope[0] not in raw or not alone.match(raw)):
             if raw.rstrip().endswith("]") or "#" in raw:
                 found.append((line.start(), OFF, raw.lstrip().startswith("[[")))
             continue
@@ -137,6 +139,28 @@ def cut_view(data, scope):
     return kept
 
 
+def _without_empty_tables(data):
+    """``data`` without the tables that hold nothing (after their own empty tables are gone).
+
+    A table defined only by sub-tables off the edited path (``plugins`` in a
+    config without a CRI section) is in the full parse but not in the cut;
+    it holds nothing the edit reads, so the two mean the same there.
+    """
+    if not isinstance(data, dict):
+        return data
+    kept = {}
+    for key, value in data.items():
+        value = _without_empty_tables(value)
+        if not (isinstance(value, dict) and not value):
+            kept[key] = value
+    return kept
+
+
+def same_on_scope(sub_data, data, scope):
+    """Whether the cut's data is what the full parse has on ``scope`` (tables that hold nothing aside)."""
+    return _without_empty_tables(sub_data) == _without_empty_tables(cut_view(data, scope))
+
+
 class TomlFile(object):
     """One TOML file: ``data`` (the whole file, plain) and :meth:`edit`/:meth:`render` for one edit."""
 
@@ -162,7 +186,7 @@ class TomlFile(object):
                 sub_data = load_plain(sub_text, self.path)
             except (ScopeMismatch, ConfigError):
                 sub_data = None
-            if sub_data is not None and sub_data == cut_view(self.data, tuple(scope)):
+            if sub_data is not None and same_on_scope(sub_data, self.data, tuple(scope)):
                 self._gaps, self._scope = gaps, tuple(scope)
                 self._doc = parse_toml(sub_text, self.path)
                 self._data_at_edit = sub_data

@@ -693,7 +693,7 @@ class Converger(object):
             entries = os.listdir(self._p(DKMS_TREE))
         except (IOError, OSError):
             return []
-        return sorted((e for e in entries if re.match(r"^\d+\.\d+", e)), key=_vtuple)
+        return sorted((e for e in entries if re.match(r"[0-9]+\.[0-9]+", e)), key=_vtuple)
 
     def runfile(self):
         spec = self.spec
@@ -765,4 +765,4 @@ def _vtuple(version):
     # Not LooseVersion: on Python 3 it raises TypeError where one version has a number
     # and the other a word at the same place (570.172.08-1 against 570.172.08.1), and
     # rpm's own labelCompare is not importable from every interpreter the module runs on.
-    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.-]", version or "0"))
+    return tuple(int(p) if re.fullmatch(r"[0-9]+", p) else 0 for p in re.split(r"[.-]", version or "0"))

@@ -28,7 +28,7 @@ PCI_CLASS_BRIDGE_OTHER = "0x0680"  # NVSwitch enumerates as "bridge, other"
 # EFI global variable GUID; the SecureBoot variable is 4 attribute bytes + 1 value byte.
 SECURE_BOOT_VAR = "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
-_VERSION_IN_PROC = re.compile(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)")
+_VERSION_IN_PROC = re.compile(r"Kernel Module(?: for [^ ]+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
 _OPEN_IN_PROC = re.compile(r"Open Kernel Module", re.IGNORECASE)
 
 

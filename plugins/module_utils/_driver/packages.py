@@ -76,9 +76,11 @@ RPM_DRIVER_REGEX = (
     r"kmod-nvidia|libnvidia-(?!container)|xorg-x11-nvidia|cuda-drivers)"
 )
 
-_BRANCH = re.compile(r"^\d{3}\Z")
-_VERSION = re.compile(r"^(\d{3})\.\d{1,3}(\.\d{1,3})?\Z")
-_RUNFILE = re.compile(r"NVIDIA-Linux-(x86_64|aarch64)-(\d{3}\.\d{1,3}(?:\.\d{1,3})?)\.run$")
+# ASCII digits only (\d is any Unicode digit: "５７０" would name a package nobody publishes),
+# matched against the whole value with fullmatch (``$`` also matches before a trailing newline).
+_BRANCH = re.compile(r"[0-9]{3}")
+_VERSION = re.compile(r"([0-9]{3})\.[0-9]{1,3}(\.[0-9]{1,3})?")
+_RUNFILE = re.compile(r"NVIDIA-Linux-(x86_64|aarch64)-([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\.run\Z")
 
 
 class DriverSpecError(ValueError):
@@ -96,7 +98,7 @@ _SPACE = re.compile(r"\s")
 # Characters bash still expands inside double quotes: dkms sources its framework
 # files, then sources again a copy with each value re-emitted in double quotes.
 _DKMS_UNSAFE = re.compile(r"[$`\"\\]")
-_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
+_PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 _URL_SCHEMES = ("http://", "https://", "file:")
 
 
@@ -201,12 +203,22 @@ def validate(params, family):
     if params.get("dcgm_package") is not None:
         name = params["dcgm_package"]
         check_text("dcgm_package", name, "the package manager command line")
-        if not _PACKAGE_NAME.match(name):
+        if not _PACKAGE_NAME.fullmatch(name):
             raise DriverSpecError("dcgm_package %r is not a package name (letters, digits, . _ + -, not starting "
                                   "with -)" % name)
     for name in ("branch", "version"):
         if params.get(name) is not None and not isinstance(params[name], (str, int)):
             raise DriverSpecError("%s must be a string, got %s" % (name, type(params[name]).__name__))
+
+
+def _check_untrimmed(name, value):
+    """A branch or version with whitespace around it (a YAML block scalar, a value read from a file)."""
+    if isinstance(value, str) and value != value.strip():
+        raise DriverSpecError(
+            "%s %r is not a driver %s as written: it has %s around it. Trim the value and quote it in YAML "
+            "(%s: '%s'); a block scalar (|) or a value read from a file keeps its line break"
+            % (name, value, name, "a line break" if "\n" in value or "\r" in value else "whitespace", name,
+               value.strip()))
 
 
 def upstream_version(pkg_version):
@@ -257,11 +269,13 @@ def normalize(params, distro, arch):
     version = params.get("version")
     branch = params.get("branch")
     runfile = params.get("runfile")
-    if branch is not None and not _BRANCH.match(str(branch)):
+    for name, value in (("branch", branch), ("version", version)):
+        _check_untrimmed(name, value)
+    if branch is not None and not _BRANCH.fullmatch(str(branch)):
         raise DriverSpecError("branch %r is not a driver branch: use the major version such as '570'" % (branch,))
     if version is not None:
         version = str(version)
-        match = _VERSION.match(version)
+        match = _VERSION.fullmatch(version)
         if not match:
             raise DriverSpecError(
                 "version %r is not a driver version: use the full version such as '570.172.08' "
@@ -286,7 +300,7 @@ def normalize(params, distro, arch):
     if branch is None:
         raise DriverSpecError("set branch (e.g. '570') or version (e.g. '570.172.08')")
     branch = str(branch)
-    if not _BRANCH.match(branch):
+    if not _BRANCH.fullmatch(branch):
         raise DriverSpecError("branch %r is not a driver branch: use the major version such as '570'" % branch)
 
     if source == "mirror" and not params.get("mirror_url"):
@@ -402,7 +416,7 @@ def apt_auth(url, user, password):
 
 
 # dnf: "password=" up to the end of the line; apt_auth.conf: the token after "password".
-_SECRET_INI = re.compile(r"^(\s*password\s*=).*$", re.MULTILINE | re.IGNORECASE)
+_SECRET_INI = re.compile(r"^(\s*password\s*=)[^\n]*", re.MULTILINE | re.IGNORECASE)
 _SECRET_NETRC = re.compile(r"(\bpassword\s+)(?!\*{8}\b)\S+")
 
 
@@ -534,7 +548,7 @@ def installed_driver_version(installed, primary, family):
     counts = {}
     for name, value in installed.items():
         version = version_of(value)
-        if regex.match(name) and not _STANDALONE.match(name) and version and _VERSION.match(version):
+        if regex.match(name) and not _STANDALONE.match(name) and version and _VERSION.fullmatch(version):
             counts[version] = counts.get(version, 0) + 1
     if not counts:
         return None
@@ -545,13 +559,13 @@ def other_branch_metas(installed, spec):
     """Branch metapackages of another branch, removed when switching branches."""
     if spec["family"] != "deb":
         return []
-    pattern = re.compile(r"^(nvidia-open|cuda-drivers|nvidia-driver|nvidia-fabricmanager)-(\d{3})(-server)?(-open)?$")
+    pattern = re.compile(r"(nvidia-open|cuda-drivers|nvidia-driver|nvidia-fabricmanager)-([0-9]{3})(-server)?(-open)?")
     wanted = packages(spec)["primary"]
     # The other kernel module flavor's metapackage of the same branch goes too.
     other_flavor = ("cuda-drivers-%s" if spec["open"] else "nvidia-open-%s") % spec["branch"]
     result = []
     for name in sorted(installed):
-        match = pattern.match(name)
+        match = pattern.fullmatch(name)
         if match and name != wanted and (match.group(2) != spec["branch"] or name == other_flavor):
             result.append(name)
     return result

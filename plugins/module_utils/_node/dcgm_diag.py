@@ -26,6 +26,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
+
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import check_document, check_type
 
 LEVELS = (1, 2, 3, 4)
 ROOT_KEYS = ("DCGM GPU Diagnostic", "DCGM Diagnostic")
@@ -40,6 +43,21 @@ _STATUS_ALIASES = {
 }
 # Longest text kept per message, so that one chatty test cannot flood a report.
 MAX_MESSAGE_CHARS = 500
+# dcgmi's report for eight GPUs at level 4 is some hundred KiB; this is far above any real one.
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+OUTPUT = "dcgmi diag -j output"
+UNREADABLE = "The diagnostic result cannot be read, so it passes no node; check dcgmi and its version."
+
+
+def _field(container, key, types, path):
+    """``container[key]`` (None when absent or null) when it has one of ``types``, else DcgmDiagError naming its path."""
+    value = container.get(key) if isinstance(container, dict) else None
+    if value is None:
+        return None
+    return check_type(value, types, path + [key], OUTPUT, error=DcgmDiagError, advice=UNREADABLE)
+
+
+_DIGITS = re.compile(r"[0-9]+")
 
 
 class DcgmDiagError(ValueError):
@@ -48,12 +66,9 @@ class DcgmDiagError(ValueError):
 
 def validate_level(level):
     """The run level as an int in 1..4, or DcgmDiagError naming the bad value."""
-    if isinstance(level, bool):
-        level = None
-    try:
-        value = int(str(level).strip())
-    except (TypeError, ValueError):
-        value = None
+    # ASCII digits, the whole value (blanks around it aside): int() would also take "\uff14".
+    text = str(level).strip() if isinstance(level, (int, str)) and not isinstance(level, bool) else ""
+    value = int(text) if _DIGITS.fullmatch(text) else None
     if value not in LEVELS:
         raise DcgmDiagError("the DCGM diagnostic level must be 1, 2, 3 or 4 (1 quick, 2 medium, 3 long, "
                             "4 extended), got %r" % (level,))
@@ -64,8 +79,8 @@ def validate_gpu_ids(gpu_ids):
     """GPU ids as a list of non-negative ints (empty: every GPU)."""
     out = []
     for item in gpu_ids or []:
-        text = str(item).strip()
-        if isinstance(item, bool) or not text.isdigit():
+        text = str(item)
+        if isinstance(item, bool) or not _DIGITS.fullmatch(text):
             raise DcgmDiagError("GPU ids must be non-negative integers (DCGM GPU ids, as `dcgmi discovery -l` "
                                 "lists them), got %r" % (item,))
         out.append(int(text))
@@ -98,8 +113,13 @@ def load(text):
     if start < 0:
         raise DcgmDiagError("dcgmi printed no JSON document (was -j honoured?); its output began with %r"
                             % (text.strip()[:200],))
+    # json recurses once per level: the size and the depth are checked before it reads anything.
+    check_document(text[start:], OUTPUT, "json", MAX_OUTPUT_BYTES, error=DcgmDiagError, what="The %s" % OUTPUT,
+                   advice=UNREADABLE)
     try:
         doc, _end = json.JSONDecoder().raw_decode(text[start:])
+    except RecursionError:
+        raise DcgmDiagError("The %s nests too deep for the JSON parser (nesting limit)" % OUTPUT)
     except ValueError as exc:
         raise DcgmDiagError("dcgmi's JSON output could not be decoded: %s" % exc)
     if not isinstance(doc, dict):
@@ -142,7 +162,7 @@ def _ids(value, field, where):
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return [value]
     parts = [p.strip() for p in value.split(",")] if isinstance(value, str) else []
-    if not parts or not all(p.isdigit() and p.isascii() for p in parts):
+    if not parts or not all(_DIGITS.fullmatch(p) for p in parts):
         raise DcgmDiagError("%s has unreadable %s %r: DCGM writes a GPU id or ids separated by commas, such as "
                             "\"0,1,2,3\"" % (where, field, value))
     return [int(p) for p in parts]
@@ -182,33 +202,39 @@ def parse(text):
     """
     doc = load(text)
     root = None
-    for key in ROOT_KEYS:
-        if isinstance(doc.get(key), dict):
-            root = doc[key]
+    for root_key in ROOT_KEYS:
+        if isinstance(doc.get(root_key), dict):
+            root = doc[root_key]
             break
     if root is None:
         raise DcgmDiagError("dcgmi's JSON document has neither %s at its top; keys found: %s"
                             % (" nor ".join(repr(k) for k in ROOT_KEYS), ", ".join(sorted(doc)) or "none"))
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    metadata = _field(doc, "metadata", dict, []) or {}
+    root_path = [root_key]
     out = {
-        "version": str(root.get("version") or metadata.get("version") or "") or None,
-        "driver_version": (root.get("Driver Version Detected") or metadata.get("Driver Version Detected")),
-        "runtime_error": root.get("runtime_error") or doc.get("runtime_error") or None,
+        "version": (_field(root, "version", str, root_path) or _field(metadata, "version", str, ["metadata"])
+                    or None),
+        "driver_version": (_field(root, "Driver Version Detected", str, root_path)
+                           or _field(metadata, "Driver Version Detected", str, ["metadata"])),
+        "runtime_error": (_field(root, "runtime_error", str, root_path) or _field(doc, "runtime_error", str, [])
+                          or None),
         "results": [],
     }
     categories = root.get("test_categories")
     if categories is None and not out["runtime_error"]:
         raise DcgmDiagError("the diagnostic document has no test_categories and no runtime_error")
-    for category in _list(categories, "the diagnostic document's test_categories"):
+    for cat_index, category in enumerate(_list(categories, "the diagnostic document's test_categories")):
         if not isinstance(category, dict):
             continue
-        cat_name = str(category.get("category", ""))
-        for test in _list(category.get("tests"), "the tests of category %r" % cat_name):
+        cat_path = root_path + ["test_categories", cat_index]
+        cat_name = _field(category, "category", str, cat_path) or ""
+        for test_index, test in enumerate(_list(category.get("tests"), "the tests of category %r" % cat_name)):
             if not isinstance(test, dict):
                 continue    # DCGM 3.1 lists null between tests
-            name = str(test.get("name", ""))
+            test_path = cat_path + ["tests", test_index]
+            name = _field(test, "name", str, test_path) or ""
             where = "test %r (%s)" % (name, cat_name)
-            summary = test.get("test_summary") if isinstance(test.get("test_summary"), dict) else {}
+            summary = _field(test, "test_summary", dict, test_path) or {}
             summary_messages = _messages(summary, "warnings")
             results = [r for r in _list(test.get("results"), "the results of %s" % where) if isinstance(r, dict)]
             if not results and summary.get("status") is not None:

@@ -1,4 +1,6 @@
 """Editing a large containerd config through only its CRI tables (container_runtime_toml)."""
+import os
+
 import pytest
 
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime import toml_file as toml_cut
@@ -125,3 +127,41 @@ def test_chunks(text, expected):
     found = toml_cut.chunks(text, ("plugins", CRI2, "containerd"))
     assert [path for path, _array, _text in found] == expected
     assert "".join(chunk for _p, _a, chunk in found) == text
+
+
+@pytest.mark.skipif(not toml_cut.HAS_FAST_TOML, reason="no tomllib or tomli on this Python: the whole file is edited")
+@pytest.mark.parametrize("mode", ["in_place", "drop_in"])
+@pytest.mark.parametrize("version, plugin", [(2, CRI2), (3, CRI3)])
+def test_a_large_config_without_a_cri_table_is_cut_not_parsed_whole_by_tomlkit(tmp_path, monkeypatch, mode, version,
+                                                                               plugin):
+    """Other plugins define ``plugins``, the CRI section is missing: the cut holds no ``plugins`` table.
+
+    That used to count as a cut that does not check out, and the whole file went
+    through tomlkit (31 s for 1 MB).
+    """
+    import tomlkit
+    monkeypatch.setattr(toml_cut, "SCOPED_MIN_SIZE", 1000)
+    extra = unrelated_tables(30, "io.example.v1.other").replace('[plugins."io.example.v1.other".registry', "[x")
+    original = "version = %d\n" % version + extra
+    path = place(tmp_path, "etc/containerd/config.toml", original)
+    parsed = []
+    real_parse = tomlkit.parse
+    monkeypatch.setattr(tomlkit, "parse", lambda text: parsed.append(len(text)) or real_parse(text))
+    seen = scoped_runs(monkeypatch)
+    plan = plan_containerd(path, mode=mode, set_as_default=True)
+    assert seen[0] is True  # the main config went through the cut
+    assert max(parsed) < len(original) / 4, parsed  # tomlkit never got the whole file
+    main_after = plan.edits[0].after
+    assert extra in main_after  # every other table kept byte for byte, in its order
+    effective = load_toml(plan.edits[-1].after)
+    assert runtimes(effective, plugin)["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    before, after = load_toml(original), load_toml(main_after)
+    if mode == "in_place":
+        del after["plugins"][plugin]
+        assert after == before
+    # and the second run changes nothing
+    for edit in plan.edits:
+        os.makedirs(os.path.dirname(edit.path), exist_ok=True)
+        with open(edit.path, "w") as handle:
+            handle.write(edit.after)
+    assert not plan_containerd(path, mode=mode, set_as_default=True).changed

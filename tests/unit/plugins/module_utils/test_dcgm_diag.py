@@ -250,3 +250,60 @@ def test_unreadable_gpu_lists_are_refused_naming_the_test_and_field(result, mess
 def test_lists_that_are_not_lists_are_refused(doc, message):
     with pytest.raises(dcgm_diag.DcgmDiagError, match=message):
         dcgm_diag.parse(json.dumps({"DCGM GPU Diagnostic": doc}))
+
+
+# -- hostile structure: a clear DcgmDiagError naming the output and the field or limit --------------
+
+def _doc(**test):
+    base = {"name": "software", "results": [{"gpu_ids": "0", "status": "Pass"}]}
+    base.update(test)
+    return json.dumps({"DCGM GPU Diagnostic": {"version": "3.3.5",
+                                                "test_categories": [{"category": "Deployment", "tests": [base]}]}})
+
+
+@pytest.mark.parametrize("text", [
+    '{"DCGM GPU Diagnostic": ' + "[" * 15000 + "]" * 15000 + "}",
+    "Successfully ran diagnostic for group.\n" + '{"a": ' * 15000 + "1" + "}" * 15000,
+    '{"DCGM Diagnostic": {"test_categories": ' + "[" * 5000,
+])
+def test_output_nested_thousands_deep_is_refused_before_json_reads_it(text):
+    with pytest.raises(dcgm_diag.DcgmDiagError, match=r"^The dcgmi diag -j output nests arrays or objects [0-9]+ "
+                                                       r"levels deep, deeper than the 64 .*\(nesting limit\)"):
+        dcgm_diag.parse(text)
+
+
+def test_output_over_the_size_limit_is_refused(monkeypatch):
+    monkeypatch.setattr(dcgm_diag, "MAX_OUTPUT_BYTES", 1024)
+    with pytest.raises(dcgm_diag.DcgmDiagError, match=r"dcgmi diag -j output is 2 KiB, more than the 1 KiB"):
+        dcgm_diag.parse(_doc(info=["x" * 2048]))
+
+
+@pytest.mark.parametrize("doc, field", [
+    (_doc(name=["software"]), '"DCGM GPU Diagnostic".test_categories[0].tests[0].name must be a string, found a list'),
+    (_doc(test_summary=[1]), '"DCGM GPU Diagnostic".test_categories[0].tests[0].test_summary must be a table/object'),
+    (json.dumps({"DCGM GPU Diagnostic": {"version": {"v": 1}, "test_categories": []}}),
+     '"DCGM GPU Diagnostic".version must be a string'),
+    (json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": 7, "tests": []}]}}),
+     '"DCGM Diagnostic".test_categories[0].category must be a string, found an integer 7'),
+    (json.dumps({"DCGM Diagnostic": {"test_categories": []}, "metadata": {"Driver Version Detected": 570}}),
+     'metadata."Driver Version Detected" must be a string'),
+    (json.dumps({"DCGM Diagnostic": {"runtime_error": ["x"]}}), '"DCGM Diagnostic".runtime_error must be a string'),
+    (json.dumps({"DCGM Diagnostic": {"test_categories": []}, "metadata": []}), "metadata must be a table/object"),
+])
+def test_a_field_of_the_wrong_type_is_named_by_its_path(doc, field):
+    with pytest.raises(dcgm_diag.DcgmDiagError) as caught:
+        dcgm_diag.parse(doc)
+    assert str(caught.value).startswith("dcgmi diag -j output: " + field), str(caught.value)
+    assert "passes no node" in str(caught.value)
+
+
+@pytest.mark.parametrize("level", ["\uff14", "\u0664", "2\u00b2"])
+def test_a_level_in_unicode_digits_is_refused(level):
+    with pytest.raises(dcgm_diag.DcgmDiagError, match="must be 1, 2, 3 or 4"):
+        dcgm_diag.validate_level(level)
+
+
+@pytest.mark.parametrize("gpu_id", ["\uff11", "\u00b2", "1\n"])
+def test_gpu_ids_in_unicode_digits_or_with_a_line_break_are_refused(gpu_id):
+    with pytest.raises(dcgm_diag.DcgmDiagError, match="non-negative integers"):
+        dcgm_diag.validate_gpu_ids([gpu_id])

@@ -490,3 +490,11 @@ def test_absent_removes_driver_and_our_files_keeps_the_toolkit(node):
     assert result["reboot_required"] and "still loaded" in result["reboot_reasons"][0]
     assert result["services"] == []
     assert not converge(node, apt, state="absent", branch="570", **MIRROR)["changed"]
+
+
+def test_version_sort_key_takes_ascii_digits_only():
+    from ansible_collections.gpuops.platform.plugins.module_utils._driver import converge as cv
+    # "\u00b2".isdigit() is true, int("\u00b2") raises: a superscript must sort as no number, not crash.
+    assert cv._vtuple("570.\u00b2.1") == (570, 0, 1)
+    assert cv._vtuple("570.\uff11.1") == (570, 0, 1)
+    assert cv._vtuple("570.172.08-1") == (570, 172, 8, 1)

@@ -225,3 +225,24 @@ def test_bad_credentials_are_refused_without_echoing_the_password(params, messag
         spec(**dict(base, **params))
     assert message in str(exc.value)
     assert "S3cr3t" not in str(exc.value)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("branch", "\uff15\uff17\uff10"), ("branch", "\u0665\u0667\u0660"), ("branch", "570\n"), ("branch", "570 "),
+    ("version", "\uff15\uff17\uff10.172.08"), ("version", "570.172.08\n"), ("version", "570.172.0\u0668"),
+])
+def test_branch_and_version_take_whole_values_of_ascii_digits_only(option, value):
+    params = {"source": "mirror", "mirror_url": "https://m/repo", "mirror_gpgkey": "/etc/pki/k.asc", option: value}
+    with pytest.raises(pk.DriverSpecError, match="^%s .*is not a driver %s" % (option, option)):
+        spec(None, **params)
+
+
+def test_a_runfile_name_with_unicode_digits_gives_no_version():
+    with pytest.raises(pk.DriverSpecError, match="cannot tell the driver version"):
+        spec(None, source="runfile", runfile="/opt/NVIDIA-Linux-x86_64-\uff15\uff17\uff10.172.08.run")
+
+
+def test_other_branch_metapackages_are_named_with_ascii_digits_only():
+    wanted = spec(None, branch="570")
+    installed = {"nvidia-open-550": "550.1-1", "nvidia-open-\uff15\uff15\uff10": "x", "nvidia-open-550\n": "x"}
+    assert pk.other_branch_metas(installed, wanted) == ["nvidia-open-550"]

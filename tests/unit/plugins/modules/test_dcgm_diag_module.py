@@ -75,3 +75,9 @@ def test_the_host_engine_is_passed_as_one_argument(recorded):
     ok, _result, calls = run({"level": 1, "hostengine": "10.0.0.5:5555", "dcgmi_path": "/opt/dcgm/bin/dcgmi"},
                              recorded("dcgm-3.1.0-nvvs-8gpu-pass.txt"))
     assert ok and calls[0][0] == ["/opt/dcgm/bin/dcgmi", "diag", "-r", "1", "-j", "--host", "10.0.0.5:5555"]
+
+
+def test_output_nested_thousands_deep_fails_with_the_nesting_limit():
+    ok, result, calls = run({"level": 1}, '{"DCGM GPU Diagnostic": ' + "[" * 15000 + "]" * 15000 + "}")
+    assert not ok and len(calls) == 1
+    assert "nesting limit" in result["msg"] and "recursion" not in result["msg"], result["msg"]

@@ -391,3 +391,19 @@ def test_apply_downloads_a_key_url_once(node, apt, capsys, fetch):
     assert fake.calls == [("GET", KEY_URL)]
     rc, result, raw = run_module(nvidia_driver.main, dict(MIRROR, mirror_gpgkey=KEY_URL), capsys)
     assert rc == 0 and fake.calls == [("GET", KEY_URL)]  # the key is there: not fetched again
+
+
+@pytest.mark.parametrize("args, option, problem", [
+    # \d matches any Unicode digit: "５７０" planned `install nvidia-open-５７０`.
+    ({"branch": "\uff15\uff17\uff10", "version": None}, "branch", "is not a driver branch"),
+    ({"branch": "\u0665\u0667\u0660", "version": None}, "branch", "is not a driver branch"),
+    ({"version": "\uff15\uff17\uff10.172.08"}, "version", "is not a driver version"),
+    ({"version": "570.\u00b9\u2077\u00b2.08"}, "version", "is not a driver version"),
+    # $ matched before a trailing newline: the value must be trimmed and quoted.
+    ({"version": "570.172.08\n"}, "version", "Trim the value and quote it in YAML (version: '570.172.08')"),
+    ({"branch": "570\n", "version": None}, "branch", "Trim the value and quote it in YAML (branch: '570')"),
+    ({"version": " 570.172.08"}, "version", "whitespace around it"),
+])
+def test_unicode_digits_and_untrimmed_values_are_refused(node, apt, capsys, args, option, problem):
+    result, raw = assert_refused(node, apt, capsys, dict(MIRROR, **args), option, problem)
+    assert "nvidia-open-" not in raw
