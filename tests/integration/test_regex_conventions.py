@@ -30,25 +30,6 @@ ALLOWED = {
         "appends _enabled to the collection's own role names (regex_replace); validates nothing",
 }
 
-# Files another branch rewrites in parallel (the node side of the same rule): their current violators, so
-# this test passes here. Empty it when that branch is merged.
-FIXED_ON_THE_HOSTILE_NODE_BRANCH = {
-    ("plugins/module_utils/_container_runtime/cdi.py", r"lib(?:cuda|nvidia-ml)\.so\.(\d+\.\d+(?:\.\d+)?)"),
-    ("plugins/module_utils/_container_runtime/cdi.py", r"(?<![\d.])(\d{3,}\.\d+(?:\.\d+)?)(?![\d.])"),
-    ("plugins/module_utils/_container_runtime/containerd.py", r"^v?(\d+)\.(\d+)"),
-    ("plugins/module_utils/_container_runtime/module.py", r"^\d+(?:\.\d+){1,3}\Z"),
-    ("plugins/module_utils/_driver/converge.py", r"^\d+\.\d+"),
-    ("plugins/module_utils/_driver/host.py", r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)"),
-    ("plugins/module_utils/_driver/packages.py", r"^\d{3}\Z"),
-    ("plugins/module_utils/_driver/packages.py", r"^(\d{3})\.\d{1,3}(\.\d{1,3})?\Z"),
-    ("plugins/module_utils/_driver/packages.py", r"NVIDIA-Linux-(x86_64|aarch64)-(\d{3}\.\d{1,3}(?:\.\d{1,3})?)\.run$"),
-    ("plugins/module_utils/_driver/packages.py", r"^(\s*password\s*=).*$"),
-    ("plugins/module_utils/_driver/packages.py",
-     r"^(nvidia-open|cuda-drivers|nvidia-driver|nvidia-fabricmanager)-(\d{3})(-server)?(-open)?$"),
-}
-NODE_BRANCH_FILES = ("plugins/module_utils/_container_runtime/", "plugins/module_utils/_node/dcgm_diag.py",
-                     "plugins/module_utils/_driver/", "plugins/modules/nvidia_driver.py")
-
 _JINJA_PATTERN = re.compile(
     r"""(?:\bis\s+(?:not\s+)?(?:match|search|regex)\s*\(\s*"""
     r"""|\b(?:select|reject|selectattr|rejectattr)\s*\([^()]*?['"](?:match|search|regex)['"]\s*,\s*"""
@@ -127,7 +108,7 @@ def test_no_pattern_breaks_the_rule():
     broken = []
     for name, line, pattern, ascii_flag in all_patterns():
         problems = rule_breaks(pattern, ascii_flag)
-        if problems and (name, pattern) not in ALLOWED and (name, pattern) not in FIXED_ON_THE_HOSTILE_NODE_BRANCH:
+        if problems and (name, pattern) not in ALLOWED:
             broken.append("%s:%d %r: %s" % (name, line, pattern, "; ".join(problems)))
     assert broken == [], "patterns that validate outside strings must match all of it, in ASCII digits:\n" + \
         "\n".join(broken)
@@ -138,8 +119,6 @@ def test_every_allowed_pattern_is_still_there():
     seen = set((name, pattern) for name, _line, pattern, _ascii in all_patterns())
     stale = sorted(set(ALLOWED) - seen)
     assert stale == []
-    # The node branch's set only ever names that branch's files (it may shrink as they are fixed).
-    assert all(name.startswith(NODE_BRANCH_FILES) for name, _pattern in FIXED_ON_THE_HOSTILE_NODE_BRANCH)
     assert all(reason.strip() for reason in ALLOWED.values())
 
 
