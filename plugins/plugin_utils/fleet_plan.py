@@ -9,7 +9,7 @@ Each host is planned from its own recorded facts and its own inventory
 variables: the driver (wanted against installed and loaded), the MIG layout
 (through the same validation and planning code as the ``nvidia_mig`` module),
 health, NVSwitches and fabric manager, and what the node advertises to
-Kubernetes (through the ``gpu_capacity`` filter's code). One bad host never
+Kubernetes (through plugin_utils/gpu_capacity.py, the model the filters wrap). One bad host never
 stops the others: its problems are recorded on it and the fleet is marked
 invalid.
 
@@ -29,7 +29,7 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.compat.version import LooseVersion
 
-from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as capacity
+from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity as capacity
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
