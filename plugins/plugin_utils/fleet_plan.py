@@ -34,6 +34,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan a
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_setting_errors
+from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import health_verdict
 
 PLAN_VERSION = 1
 NVIDIA_DEVICE_ID = re.compile(r"0x[0-9A-Fa-f]{4}10DE")
@@ -171,16 +172,9 @@ def plan_driver(settings, facts):
 # ---------------------------------------------------------------------------
 
 def plan_health(facts):
-    """Per-GPU health by the same rules as nvml_facts, and the node's worst status."""
-    gpus, status, reasons = [], "ok", []
-    for gpu in facts.get("gpus") or []:
-        gstatus, greasons = nvml.gpu_health(gpu)
-        gpus.append({"index": gpu.get("index"), "status": gstatus, "reasons": greasons})
-        if nvml.HEALTH_ORDER[gstatus] > nvml.HEALTH_ORDER[status]:
-            status = gstatus
-        reasons.extend("GPU %s: %s" % (gpu.get("index"), r) for r in greasons)
-    return {"status": status, "reasons": reasons, "gpus": gpus,
-            "unhealthy_gpus": sum(1 for g in gpus if g["status"] != "ok")}
+    """Per-GPU health and the node's verdict: plugin_utils/health_verdict.py, as health.yml judges it."""
+    verdict = health_verdict(facts)
+    return dict((key, verdict[key]) for key in ("status", "reasons", "gpus", "unhealthy_gpus"))
 
 
 def plan_fabric(settings, facts):
