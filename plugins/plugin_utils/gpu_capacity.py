@@ -42,12 +42,12 @@ MIXED_HINT = "set gpuops_k8s_mig_strategy: mixed (the Kubernetes layer's MIG str
 SHARING_MODES = ("none", "time-slicing", "mps")
 # The GPU Operator runs its device plugin on a node unless this label is "false".
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
-_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 # The device plugin's resource names: nvidia.com/<DNS-1123 subdomain>, 63 characters in all.
 RESOURCE_PREFIX = "nvidia.com/"
 MAX_RESOURCE_NAME_LENGTH = 63
 SHARED_SUFFIX = ".shared"
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # Keys of a sharing config and of one of its resources (anything else is a typo).
 SHARING_KEYS = ("name", "mode", "replicas", "resources", "rename_by_default", "fail_requests_greater_than_one")
 RESOURCE_KEYS = ("name", "replicas")
@@ -76,7 +76,7 @@ def _whole(value, what):
         if math.isnan(value) or math.isinf(value) or not value.is_integer():
             raise CapacityError("%s must be a whole number, got %r" % (what, value))
         return int(value)
-    if isinstance(value, str) and not re.match(r"^\s*-?[0-9]+\s*$", value):
+    if isinstance(value, str) and not re.fullmatch(r"\s*-?[0-9]+\s*", value):
         raise CapacityError("%s must be a whole number, got %r" % (what, value))
     return _int(value, what)
 
@@ -110,7 +110,7 @@ def _check_resource_name(rname, where, mig_strategy, advertised=True):
     if len(rname) > MAX_RESOURCE_NAME_LENGTH:
         raise CapacityError("%s: fully-qualified resource name must be %d characters or less: %s"
                                  % (where, MAX_RESOURCE_NAME_LENGTH, rname))
-    if not _DNS_SUBDOMAIN.match(rname[len(RESOURCE_PREFIX):]):
+    if not _DNS_SUBDOMAIN.fullmatch(rname[len(RESOURCE_PREFIX):]):
         raise CapacityError("%s: incorrect format for resource name %r: the part after nvidia.com/ must be a "
                                  "DNS-1123 subdomain (a-z, 0-9, '-' and '.')" % (where, rname))
     if not advertised:
@@ -153,7 +153,7 @@ def gpu_sharing_configs(configs, mig_strategy="single", default=""):
         name = to_text(cfg.get("name") or "")
         where = "sharing config %r" % (name or "#%d" % index)
         _unknown_keys(cfg, SHARING_KEYS, where)
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             raise CapacityError(
                 "%s: name must be 1-63 letters, digits, '-', '_' or '.' (it is a ConfigMap key and a node label value)" % where)
         if name in result:
@@ -314,10 +314,11 @@ def _driver(facts):
 
 
 def _version_tuple(version, what):
-    parts = to_text(version).strip().split(".")
-    if not parts or not all(p.isdigit() for p in parts):
+    text = to_text(version).strip()
+    # ASCII digits only: str.isdigit() would take other scripts' digits.
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)*", text):
         raise CapacityError("%s must be a driver version such as 580 or 580.65.06, got %r" % (what, version))
-    return tuple(int(p) for p in parts)
+    return tuple(int(p) for p in text.split("."))
 
 
 def gpu_dra_driver_check(nodes, capacity, node_selector, minimum="580"):
@@ -567,7 +568,7 @@ def gpu_allocatable_diff(k8s_nodes, capacity):
     return problems
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 PSA_LEVELS = ("privileged", "baseline", "restricted")
 # Keys of one tenant (anything else is a typo).
 TENANT_KEYS = ("name", "namespace", "pod_security", "gpu_share", "quota", "limits", "admins", "members",
@@ -589,7 +590,7 @@ def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, d
         _unknown_keys(tenant, TENANT_KEYS, "tenant %s" % name)
         # The name is the value of the label platform.gpuops.io/tenant, the default namespace
         # and the default LocalQueue name: a DNS-1123 label is valid as all three.
-        if not _DNS_LABEL.match(name):
+        if not _DNS_LABEL.fullmatch(name):
             raise CapacityError(
                 "tenant %r: name must be a DNS-1123 label (a-z, 0-9 and '-', starting and ending with a letter or "
                 "digit, at most 63 characters): it is the label value platform.gpuops.io/tenant, the default "
@@ -598,7 +599,7 @@ def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, d
             raise CapacityError("tenant %s is defined twice (tenant #%d); each tenant needs its own name" % (name, index + 1))
         names.add(name)
         namespace = to_text(tenant.get("namespace") or name)
-        if not _DNS_LABEL.match(namespace):
+        if not _DNS_LABEL.fullmatch(namespace):
             raise CapacityError("tenant %s: namespace %r is not a DNS label (a-z, 0-9, '-', at most 63)" % (name, namespace))
         if namespace in namespaces:
             raise CapacityError("tenants %s and %s share the namespace %s" % (namespaces[namespace], name, namespace))
