@@ -22,8 +22,8 @@ from ansible.vars.hostvars import HostVarsVars
 from ansible_collections.gpuops.platform.plugins.plugin_utils import (
     documents, fleet_plan, fleet_report, fleet_schema, fleet_views, recorded_facts)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
+from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import refusal_lines
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import check_hosts, load_catalog, refusal
-from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
 ARGS = {
     "facts_dir": {"type": "path"},
@@ -189,11 +189,8 @@ class ActionModule(ActionBase):
         # Every host's settings before anything is planned or written: a run that is refused writes nothing.
         problems = fleet_plan.check_settings(hosts)
         if problems:
-            lines = []
-            for variable, message, bad in problems:
-                files = variable_sources([variable], [variables[n] for n in bad]).get(variable)
-                lines.append("%s (%s%s)" % (message, hosts_phrase(bad), "; set in %s" % ", ".join(files) if files else ""))
-            raise AnsibleActionFail("Nothing was planned or written:\n" + "\n".join(lines))
+            # The lines upgrade.yml and nodes.yml refuse the same settings with (plugin_utils/driver_action.py).
+            raise AnsibleActionFail("Nothing was planned or written:\n" + "\n".join(refusal_lines(problems, variables.get)))
         nodes = {} if args["return_facts"] else None
         try:
             plan = fleet_plan.plan_fleet(hosts, args["facts_dir"], args["mig_strategy"],

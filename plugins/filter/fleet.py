@@ -7,7 +7,8 @@
 
 With replayed facts the node's packages are not known, and the controller's
 own are not the node's: the plan compares the wanted driver with the facts'
-user-space and kernel module versions only (the same rules as fleet_plan).
+user-space and kernel module versions only: plugin_utils/driver_action.py, the
+fleet planner's and the rolling upgrade's decision.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,8 +27,9 @@ def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", 
                               fabricmanager="auto"):
     if not isinstance(facts, Mapping) or "gpus" not in facts:
         raise AnsibleFilterError("nvidia_driver_replay_plan needs the replayed ansible_facts.nvidia (with gpus)")
-    settings = dict(fleet_plan.DEFAULTS, nvidia_driver_state=state, nvidia_driver_version=version or "",
-                    nvidia_driver_branch=str(branch or ""), nvidia_driver_fabricmanager=str(fabricmanager).lower())
+    # As the inventory gives them: a version that is a YAML number is refused, never read as text.
+    settings = dict(fleet_plan.DEFAULTS, nvidia_driver_state=state, nvidia_driver_version=version,
+                    nvidia_driver_branch=branch, nvidia_driver_fabricmanager=str(fabricmanager).lower())
     errors = fleet_plan.setting_errors(settings)
     if errors:
         # A result that failed, like the module's, so the role reports the message itself (a filter that
@@ -43,12 +45,14 @@ def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", 
                 if state != "absent" else [])
     return {
         "changed": bool(actions), "check_mode": True, "replayed": True, "actions": actions,
+        # the fleet plan's word for it (plugin_utils/driver_action.py): install, upgrade, downgrade, remove or none
+        "action": driver["action"],
         "previous_version": driver["installed"],
         # after the change; a branch change installs a version only the repository knows
         "installed_version": None if state == "absent" else (
-            version or (driver["installed"] if driver["action"] == "none" else None)),
+            driver["version"] or (driver["installed"] if driver["action"] == "none" else None)),
         "loaded_version": driver["loaded"],
-        "wanted": {"version": version or None, "branch": str(branch or "") or None, "open": bool(open_modules),
+        "wanted": {"version": driver["version"] or None, "branch": driver["branch"] or None, "open": bool(open_modules),
                    "source": source},
         "reboot_required": driver["reboot_required"],
         "reboot_reasons": driver["reasons"] if driver["reboot_required"] else [],

@@ -5,8 +5,8 @@
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 """GPU health as Kubernetes node state: a label, an annotation, a taint and a cordon.
 
-From each node's health (``ansible_facts.nvidia.health`` of nvml_facts, and
-optionally a DCGM diagnostic's result) and the Node object as the API server
+From each node's health (the verdict of plugin_utils/health_verdict.py over
+its nvml_facts, the fleet planner's too, and optionally a DCGM diagnostic's result) and the Node object as the API server
 returns it, compute the one merge patch that brings the node to the wanted
 state, and say in words what it changes. Only what this collection owns is
 touched: its label, its annotations, its taint (by key) and a cordon it set
@@ -24,8 +24,8 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import STATUSES, HealthVerdictError, health_verdict
 
-STATUSES = ("ok", "warning", "critical")
 EFFECTS = ("NoSchedule", "NoExecute", "none")
 # The node label; the annotations are named after it.
 HEALTH_KEY = "gpuops.io/gpu-health"
@@ -56,18 +56,22 @@ def _options(options):
 
 
 def _node_health(entry):
-    """(status or None, reasons) of one inventory node: None when it has no GPU facts to judge."""
+    """(status or None, reasons) of one inventory node: None when it has no GPU facts to judge.
+
+    The facts' verdict is plugin_utils/health_verdict.py's, the fleet planner's too; extra results
+    (a DCGM diagnostic) can only make it worse.
+    """
     facts = entry.get("nvidia")
     statuses, reasons = [], []
     if isinstance(facts, Mapping):
-        health = facts.get("health") or {}
-        status = health.get("status", "ok")
+        try:
+            verdict = health_verdict(facts)
+        except HealthVerdictError as exc:
+            raise AnsibleFilterError("node %s: %s" % (entry["name"], exc))
         # A host without NVIDIA GPU (and no NVML failure that makes it critical) is not judged.
-        if facts.get("present") or status != "ok":
-            if status not in STATUSES:
-                raise AnsibleFilterError("node %s: unknown health status %r in its facts" % (entry["name"], status))
-            statuses.append(status)
-            reasons.extend(to_text(r) for r in health.get("reasons") or [])
+        if verdict["judged"]:
+            statuses.append(verdict["status"])
+            reasons.extend(to_text(r) for r in verdict["reasons"])
     for extra in entry.get("extra") or []:
         if not isinstance(extra, Mapping):
             continue

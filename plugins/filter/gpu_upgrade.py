@@ -6,7 +6,8 @@
 """Decisions of the rolling driver upgrade, kept out of YAML so they can be tested.
 
 ``gpu_upgrade_plan``: from a node's nvml_facts and the wanted driver, what the
-upgrade does there (skip, upgrade or only reboot) and whether it reboots.
+upgrade does there and whether it reboots: the driver decision of
+plugin_utils/driver_action.py, the fleet planner's, in the rollout's words.
 ``gpu_upgrade_verify``: the problems found after the upgrade (driver, GPUs, health).
 ``k8s_blocking_pods``: the pods a drain leaves behind that block it.
 """
@@ -15,53 +16,46 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_is_current
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
-_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?\Z")
+
+def _reason(decision):
+    """The plan's reason in the rollout's words."""
+    installed, loaded, wanted = decision["installed"], decision["loaded"], decision["wanted"]
+    if decision["action"] == "none" and not decision["reboot_required"]:
+        return "driver %s is installed and loaded" % installed
+    if decision["action"] == "none":
+        return "driver %s is installed but module %s is loaded" % (installed, loaded or "none")
+    if decision["action"] == "install":
+        return "no NVIDIA driver installed -> %s" % wanted
+    return "driver %s -> %s" % (installed or "unknown", wanted)
 
 
-def _check_version(wanted):
-    wanted = to_text(wanted or "").strip()
-    if not _VERSION_RE.match(wanted):
-        raise AnsibleFilterError(
-            "gpu_upgrade_driver_version must be an exact driver version such as 580.82.07, got %r" % wanted)
-    return wanted
+def gpu_upgrade_plan(facts, version, branch="570", state="present", version_variable="gpu_upgrade_driver_version"):
+    """``{action, reboot, step, reason, installed, loaded, wanted, version, branch, gpus}`` for one node.
 
-
-def gpu_upgrade_plan(facts, wanted):
-    """``{action, reboot, loaded, installed, gpus, reason}`` for one node.
-
-    action: ``skip`` (the wanted driver is installed and loaded, or there is no
-    driver to upgrade), ``upgrade`` (install the wanted driver) or ``reboot``
-    (it is installed, an older module is still loaded). ``reboot`` says whether
-    the node will need one: whenever the loaded module is not the wanted one.
+    ``action`` and ``reboot`` are plugin_utils/driver_action.driver_action's, the fleet planner's answer for
+    the same facts and settings: ``install``, ``upgrade``, ``downgrade``, ``remove`` or ``none``. ``version``
+    empty follows ``branch`` as the planner does. ``step``, what the rollout does: ``skip`` (nothing to do, no
+    drain), ``reboot`` (the driver is right, its module is not loaded yet) or the action.
     """
-    wanted = _check_version(wanted)
     if not isinstance(facts, Mapping):
         raise AnsibleFilterError("gpu_upgrade_plan needs the node's nvml_facts, got %r" % (facts,))
-    loaded = facts.get("kernel_module_version")
-    installed = facts.get("driver_version")
+    settings = {"nvidia_driver_version": version, "nvidia_driver_branch": branch, "nvidia_driver_state": state}
+    decision, errors = driver_action(settings, facts, version_variable)
+    if errors:
+        raise AnsibleFilterError("; ".join(errors))
     gpus = sorted(g.get("uuid") for g in facts.get("gpus") or [] if g.get("uuid"))
-    plan = {"loaded": loaded, "installed": installed, "gpus": gpus, "wanted": wanted}
-    if installed == wanted and loaded == wanted:
-        plan.update(action="skip", reboot=False, reason="driver %s is installed and loaded" % wanted)
-    elif installed is None and loaded is None:
-        plan.update(action="skip", reboot=False,
-                    reason="no NVIDIA driver here (%s): install it with playbooks/nodes.yml, this upgrades one"
-                    % (facts.get("reason") or "none found"))
-    elif installed == wanted:
-        plan.update(action="reboot", reboot=True,
-                    reason="driver %s is installed but module %s is loaded" % (wanted, loaded or "none"))
-    else:
-        plan.update(action="upgrade", reboot=loaded != wanted,
-                    reason="driver %s -> %s" % (installed or "unknown", wanted))
-    return plan
+    step = decision["action"] if decision["action"] != "none" else ("reboot" if decision["reboot_required"] else "skip")
+    return {"action": decision["action"], "reboot": decision["reboot_required"], "step": step,
+            "reason": _reason(decision), "installed": decision["installed"], "loaded": decision["loaded"],
+            "wanted": decision["wanted"], "version": decision["version"], "branch": decision["branch"],
+            "state": decision["state"], "gpus": gpus}
 
 
 def gpu_upgrade_verify(facts, plan):
@@ -72,7 +66,7 @@ def gpu_upgrade_verify(facts, plan):
     problems = []
     if not facts.get("present"):
         problems.append("NVML sees no GPU: %s" % (facts.get("reason") or "unknown reason"))
-    if facts.get("driver_version") != wanted or facts.get("kernel_module_version") not in (wanted, None):
+    if not driver_is_current(plan, facts):
         problems.append("driver %s is wanted, but %s is installed and module %s is loaded"
                         % (wanted, facts.get("driver_version") or "none", facts.get("kernel_module_version") or "none"))
     before = list(plan.get("gpus") or [])

@@ -9,7 +9,7 @@ Each host is planned from its own recorded facts and its own inventory
 variables: the driver (wanted against installed and loaded), the MIG layout
 (through the same validation and planning code as the ``nvidia_mig`` module),
 health, NVSwitches and fabric manager, and what the node advertises to
-Kubernetes (through the ``gpu_capacity`` filter's code). One bad host never
+Kubernetes (through plugin_utils/gpu_capacity.py, the model the filters wrap). One bad host never
 stops the others: its problems are recorded on it and the fleet is marked
 invalid.
 
@@ -27,19 +27,17 @@ import os
 import re
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.compat.version import LooseVersion
 
-from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as capacity
+from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity as capacity
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, recorded_facts
+from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_setting_errors
+from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import health_verdict
 
 PLAN_VERSION = 1
-VERSION_RE = re.compile(r"^[0-9]{3,4}\.[0-9]{1,3}(\.[0-9]{1,3})?\Z")
-BRANCH_RE = re.compile(r"^[0-9]{3,4}\Z")
-NVIDIA_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{4}10DE\Z")
-DRIVER_STATES = ("present", "latest", "absent")
+NVIDIA_DEVICE_ID = re.compile(r"0x[0-9A-Fa-f]{4}10DE")
 FABRICMANAGER_CHOICES = ("auto", "true", "false")
 
 # The roles' own defaults for the variables the plan reads (the unit tests
@@ -124,7 +122,7 @@ def check_gpus(facts):
             problems.append("GPU #%d of the facts is not a mapping" % position)
             continue
         device_id = (gpu.get("pci") or {}).get("device_id")
-        if not isinstance(device_id, str) or not NVIDIA_DEVICE_ID.match(device_id):
+        if not isinstance(device_id, str) or not NVIDIA_DEVICE_ID.fullmatch(device_id):
             problems.append("GPU %s (%s): unknown GPU, PCI device id %r is not an NVIDIA device (0xDDDD10DE)"
                             % (gpu.get("index", position), gpu.get("name") or "no name", device_id))
         elif not gpu.get("name"):
@@ -140,23 +138,11 @@ def check_gpus(facts):
 def setting_errors(settings):
     """``[(variable, message)]`` for the driver settings of one host that no plan can use.
 
-    The branch is checked whether or not a version is pinned: a bad one is a
-    mistake either way, and the node layer refuses it too.
+    The driver's version, branch and state by plugin_utils/driver_action.py (the
+    rules of every playbook that acts on the driver), and the fabric manager.
     """
-    state = str(settings["nvidia_driver_state"] or "present")
-    version = str(settings["nvidia_driver_version"] or "")
-    branch = str(settings["nvidia_driver_branch"] or "")
     wanted = str(settings["nvidia_driver_fabricmanager"]).lower()
-    errors = []
-    if state not in DRIVER_STATES:
-        errors.append(("nvidia_driver_state", "nvidia_driver_state %r is not one of %s"
-                       % (state, ", ".join(DRIVER_STATES))))
-    if version and not VERSION_RE.match(version):
-        errors.append(("nvidia_driver_version", "nvidia_driver_version %r is not a driver version: set the full "
-                       "version, such as \"570.172.08\"" % version))
-    if not BRANCH_RE.match(branch):
-        errors.append(("nvidia_driver_branch", "nvidia_driver_branch %r is not a driver branch: set the major "
-                       "version only, such as \"570\"" % branch))
+    errors = driver_setting_errors(settings)
     if wanted not in FABRICMANAGER_CHOICES:
         errors.append(("nvidia_driver_fabricmanager", "nvidia_driver_fabricmanager %r is not one of %s"
                        % (wanted, ", ".join(FABRICMANAGER_CHOICES))))
@@ -177,46 +163,8 @@ def check_settings(hosts):
 
 
 def plan_driver(settings, facts):
-    """Wanted against installed and loaded: the action, and whether the node reboots."""
-    state = str(settings["nvidia_driver_state"] or "present")
-    version = str(settings["nvidia_driver_version"] or "")
-    branch = str(settings["nvidia_driver_branch"] or "")
-    errors = [message for variable, message in setting_errors(settings) if variable != "nvidia_driver_fabricmanager"]
-    installed = facts.get("driver_version") if facts and facts.get("present") else None
-    loaded = facts.get("kernel_module_version") if facts and facts.get("present") else None
-    out = {"state": state, "wanted": version or ("branch %s" % branch), "installed": installed,
-           "loaded": loaded, "action": "none", "reboot_required": False, "reasons": []}
-    if errors:
-        out["action"] = "invalid"
-        return out, errors
-    if state == "absent":
-        if installed:
-            out["action"] = "remove"
-            out["reasons"].append("driver %s is installed and nvidia_driver_state is absent" % installed)
-            out["reboot_required"] = bool(loaded)
-        return out, []
-    if not installed:
-        out["action"] = "install"
-        out["reasons"].append("no NVIDIA driver is installed")
-    elif version and installed != version:
-        older = LooseVersion(installed) < LooseVersion(version) if VERSION_RE.match(installed) else True
-        out["action"] = "upgrade" if older else "downgrade"
-        out["reasons"].append("installed %s, wanted %s" % (installed, version))
-    elif not version and installed.split(".")[0] != branch:
-        out["action"] = "change branch"
-        out["reasons"].append("installed %s is not on branch %s" % (installed, branch))
-    elif state == "latest":
-        out["reasons"].append("state latest: the newest %s in the repository is only known on the node"
-                              % out["wanted"])
-    target = version or (installed if out["action"] == "none" else None)
-    if loaded and (out["action"] != "none" or (target and loaded != target)):
-        out["reboot_required"] = True
-        out["reasons"].append("the loaded kernel module is %s" % loaded)
-    for reason in (facts or {}).get("reboot_reasons") or []:
-        out["reboot_required"] = True
-        if reason not in out["reasons"]:
-            out["reasons"].append(reason)
-    return out, []
+    """Wanted against installed and loaded: the action, and whether the node reboots (driver_action)."""
+    return driver_action(settings, facts)
 
 
 # ---------------------------------------------------------------------------
@@ -224,16 +172,9 @@ def plan_driver(settings, facts):
 # ---------------------------------------------------------------------------
 
 def plan_health(facts):
-    """Per-GPU health by the same rules as nvml_facts, and the node's worst status."""
-    gpus, status, reasons = [], "ok", []
-    for gpu in facts.get("gpus") or []:
-        gstatus, greasons = nvml.gpu_health(gpu)
-        gpus.append({"index": gpu.get("index"), "status": gstatus, "reasons": greasons})
-        if nvml.HEALTH_ORDER[gstatus] > nvml.HEALTH_ORDER[status]:
-            status = gstatus
-        reasons.extend("GPU %s: %s" % (gpu.get("index"), r) for r in greasons)
-    return {"status": status, "reasons": reasons, "gpus": gpus,
-            "unhealthy_gpus": sum(1 for g in gpus if g["status"] != "ok")}
+    """Per-GPU health and the node's verdict: plugin_utils/health_verdict.py, as health.yml judges it."""
+    verdict = health_verdict(facts)
+    return dict((key, verdict[key]) for key in ("status", "reasons", "gpus", "unhealthy_gpus"))
 
 
 def plan_fabric(settings, facts):

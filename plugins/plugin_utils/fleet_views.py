@@ -35,6 +35,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.helpers import pct_to_int
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema
+from ansible_collections.gpuops.platform.plugins.plugin_utils.mig_disruption import mig_disruption
 
 STATUSES = ("ok", "warning", "critical", "invalid")
 UNGROUPED = "ungrouped"
@@ -64,10 +65,12 @@ def disruption(host):
     """
     driver = host.get("driver") or {}
     mig = host.get("mig") or {}
+    # What the MIG change does is mig.yml's decision too (plugin_utils/mig_disruption.py).
+    mig_change = mig_disruption(mig.get("changed"), mig.get("valid"), mig.get("gpus"))
     reboot = bool(driver.get("reboot_required"))
-    reset = any(gp.get("reset_required") for gp in mig.get("gpus") or []) and bool(mig.get("changed"))
+    reset = mig_change["gpu_reset"]
     driver_change = driver.get("action") not in (None, "none", "invalid")
-    drain = reboot or reset or driver_change or bool(mig.get("changed") and mig.get("valid"))
+    drain = reboot or reset or driver_change or mig_change["drain"]
     parts = [word for word, on in (("drain", drain), ("GPU reset", reset), ("reboot", reboot)) if on]
     return {"drain": drain, "gpu_reset": reset, "reboot": reboot, "summary": " + ".join(parts) or "none"}
 

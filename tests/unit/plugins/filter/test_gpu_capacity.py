@@ -565,3 +565,13 @@ def test_a_default_sharing_config_must_be_one_of_the_configs():
         f.gpu_sharing_configs(configs, "single", "ts8")
     with pytest.raises(AnsibleFilterError, match=r"\(none defined\)"):
         f.gpu_sharing_configs([], "single", "ts4")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: f.gpu_sharing_configs([{"name": "ts4\n", "mode": "time-slicing", "replicas": 4}]),
+    lambda: f.gpu_dra_driver_check([], {"nodes": {}}, {"a": "b"}, "５８０"),
+], ids=["config-name-with-a-line-break", "full-width-digits"])
+def test_names_and_versions_are_matched_whole_and_in_ascii(call):
+    """A trailing line break is not part of a valid name, and other scripts' digits are not a version."""
+    with pytest.raises(AnsibleFilterError):
+        call()

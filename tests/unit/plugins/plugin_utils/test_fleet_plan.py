@@ -50,7 +50,8 @@ def plan(tmp_path, hosts, **kw):
     ({"nvidia_driver_version": "570.172.08"}, "none", False),
     ({"nvidia_driver_version": "570.195.03"}, "upgrade", True),
     ({"nvidia_driver_version": "550.163.01"}, "downgrade", True),
-    ({"nvidia_driver_branch": "580"}, "change branch", True),
+    ({"nvidia_driver_branch": "580"}, "upgrade", True),                  # follows a newer branch
+    ({"nvidia_driver_branch": "550"}, "downgrade", True),
     ({"nvidia_driver_state": "absent"}, "remove", True),
 ])
 def test_driver_plan_compares_wanted_installed_and_loaded(settings, action, reboot):

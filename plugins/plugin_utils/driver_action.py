@@ -1,0 +1,255 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""The driver decision: what a node's driver settings ask for, and what that does to the node.
+
+The one place where the wanted driver (an exact version, a branch to follow, or
+none at all) is read from a host's settings and compared with the driver its
+facts show installed and loaded. The fleet planner (plugin_utils/fleet_plan.py),
+the replayed plan of the nvidia_driver role (the nvidia_driver_replay_plan
+filter) and the rolling upgrade (the gpu_upgrade_plan filter of
+roles/gpu_upgrade) all call :func:`driver_action`, so the plan an operator
+approves is the change the playbooks make.
+
+Versions are exact strings: a number (``570.190`` unquoted is the YAML float
+570.19) or a string with surrounding whitespace or a line break (a YAML block
+scalar, an untrimmed lookup) is refused by :func:`driver_setting_errors`, naming
+the variable and saying to quote it, before anything is planned or changed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
+
+# ASCII digits only, and the whole value: no trailing newline slips past a fullmatch.
+VERSION_RE = re.compile(r"[0-9]{3,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?")
+BRANCH_RE = re.compile(r"[0-9]{3,4}")
+DRIVER_STATES = ("present", "latest", "absent")
+# Every action driver_action gives; "none" leaves the driver as it is (a reboot may still be due).
+ACTIONS = ("install", "upgrade", "downgrade", "remove", "none", "invalid")
+# The settings driver_action reads, with the nvidia_driver role's defaults.
+DRIVER_DEFAULTS = {"nvidia_driver_state": "present", "nvidia_driver_branch": "570", "nvidia_driver_version": ""}
+EXAMPLE_VERSION = "570.172.08"
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def value_problem(variable, value, kind="version"):
+    """Why ``value`` of ``variable`` is not a driver ``kind`` (``version`` or ``branch``), or None when it is one.
+
+    Empty (``""`` or None) is no value: the role's default applies. A branch may be
+    a whole number (``570`` reads the same either way); a version never is one.
+    """
+    if value is None or value == "":
+        return None
+    example = EXAMPLE_VERSION if kind == "version" else EXAMPLE_VERSION.split(".")[0]
+    if isinstance(value, bool) or (_is_number(value) and (kind == "version" or not isinstance(value, int))):
+        return ("%s is the %s %r, not a string: YAML reads an unquoted %s as a number (570.190 becomes 570.19, "
+                "570.10 becomes 570.1), so quote it, such as %s: \"%s\""
+                % (variable, "boolean" if isinstance(value, bool) else "number", value, kind, variable, example))
+    text = value if isinstance(value, str) else str(value)
+    if not isinstance(value, (str, int)):
+        return "%s must be a string such as \"%s\", got %s %r" % (variable, example, type(value).__name__, value)
+    if text != text.strip():
+        return ("%s %r has whitespace or a line break around the %s (a YAML block scalar or an untrimmed lookup): "
+                "set the %s alone, quoted, such as %s: \"%s\"" % (variable, text, kind, kind, variable, example))
+    if kind == "version" and not VERSION_RE.fullmatch(text):
+        return ("%s %r is not a driver version: set the full version, quoted, such as \"%s\""
+                % (variable, text, example))
+    if kind == "branch" and not BRANCH_RE.fullmatch(text):
+        return ("%s %r is not a driver branch: set the major version only, such as \"%s\"" % (variable, text, example))
+    return None
+
+
+def driver_setting_errors(settings, version_variable="nvidia_driver_version"):
+    """``[(variable, message)]`` for the driver settings of one host that no plan can use.
+
+    ``settings``: ``nvidia_driver_state``, ``nvidia_driver_version`` and
+    ``nvidia_driver_branch`` as the inventory gives them (not converted to
+    text: a float is refused, not read as "570.19"). The branch is checked
+    whether or not a version is pinned: a bad one is a mistake either way.
+    ``version_variable``: the variable the version came from, as messages name it
+    (gpu_upgrade_driver_version, when the rollout is given its own).
+    """
+    errors = []
+    state = settings.get("nvidia_driver_state")
+    if state is not None and state != "" and (not isinstance(state, str) or state not in DRIVER_STATES):
+        errors.append(("nvidia_driver_state", "nvidia_driver_state %r is not one of %s"
+                       % (state, ", ".join(DRIVER_STATES))))
+    version = settings.get("nvidia_driver_version")
+    problem = value_problem(version_variable, version)
+    if problem:
+        errors.append((version_variable, problem))
+    branch = settings.get("nvidia_driver_branch")
+    problem = value_problem("nvidia_driver_branch", branch, "branch")
+    if problem:
+        errors.append(("nvidia_driver_branch", problem))
+    elif branch is None or branch == "":
+        errors.append(("nvidia_driver_branch", "nvidia_driver_branch is empty: set the driver branch to follow, "
+                       "such as \"570\""))
+    return errors
+
+
+def wanted_driver(settings):
+    """``{state, version, branch}`` as text, the defaults filled in; the settings must have no errors."""
+    state = settings.get("nvidia_driver_state") or DRIVER_DEFAULTS["nvidia_driver_state"]
+    version = settings.get("nvidia_driver_version") or ""
+    branch = settings.get("nvidia_driver_branch")
+    branch = DRIVER_DEFAULTS["nvidia_driver_branch"] if branch is None else str(branch)
+    return {"state": state, "version": version, "branch": branch}
+
+
+def version_key(version):
+    """``(570, 172, 8)`` for ``"570.172.08"``, compared part by part as numbers; None if not a driver version."""
+    if not isinstance(version, str) or not VERSION_RE.fullmatch(version):
+        return None
+    return tuple(int(part) for part in version.split("."))
+
+
+def same_version(one, other):
+    """Whether two driver versions are the same build (570.172.8 is 570.172.08); text that is no version as written."""
+    one_key, other_key = version_key(one), version_key(other)
+    if one_key is None or other_key is None:
+        return one == other
+    return one_key == other_key
+
+
+def branch_of(version):
+    """The branch (major version) of an installed driver version, or None."""
+    key = version_key(version)
+    return str(key[0]) if key else None
+
+
+def _direction(installed, wanted_key):
+    """upgrade or downgrade from ``installed`` to a version (or branch) key; an unreadable installed one upgrades."""
+    have = version_key(installed)
+    if have is None:
+        return "upgrade"
+    return "upgrade" if have[:len(wanted_key)] < wanted_key else "downgrade"
+
+
+def _shown(settings):
+    """The wanted driver as the settings give it, for a plan that cannot use them."""
+    version, branch = settings.get("nvidia_driver_version"), settings.get("nvidia_driver_branch")
+    value, what = (version, "%s") if version not in (None, "") else (branch, "branch %s")
+    return what % (value if isinstance(value, str) else "%r (a %s)" % (value, type(value).__name__))
+
+
+def driver_action(settings, facts, version_variable="nvidia_driver_version"):
+    """``(decision, errors)``: what the driver settings of one host do to it, given its nvml_facts.
+
+    ``decision``: ``{state, version, branch, wanted, installed, loaded, action, reboot_required, reasons}``.
+    ``action`` is one of ``install`` (no driver installed), ``upgrade``, ``downgrade`` (to the exact version,
+    or onto the branch followed, compared part by part as numbers), ``remove`` (state absent and a driver is
+    installed), ``none`` (the driver is as wanted, or state latest on the right branch: the newest in the
+    repository is only known on the node) or ``invalid`` (``errors`` says why; nothing is planned).
+    ``reboot_required``: the node reboots to load the wanted driver: a loaded module that is not the driver
+    the node ends on (or any loaded module, when that is a branch's newest, known only on the node), or any
+    reboot reason in the facts. A node with no module loaded loads the new one without a reboot.
+
+    The same answer for the fleet planner, the nvidia_driver role's replayed plan and the rolling upgrade:
+    recompute a plan's per-host action from the same facts and settings with this function.
+    ``version_variable``: the variable messages name for the version (driver_setting_errors).
+    """
+    errors = [message for _variable, message in driver_setting_errors(settings, version_variable)]
+    facts = facts or {}
+    # nvml_facts records the user-space driver and the loaded module even when NVML cannot start with them
+    # (a version mismatch waiting for a reboot, a module not loaded): both count, GPUs seen or not.
+    installed = facts.get("driver_version") or None
+    loaded = facts.get("kernel_module_version") or None
+    out = {"state": None, "version": None, "branch": None, "wanted": _shown(settings), "installed": installed,
+           "loaded": loaded, "action": "invalid", "reboot_required": False, "reasons": []}
+    if errors:
+        return out, errors
+    wanted = wanted_driver(settings)
+    state, version, branch = wanted["state"], wanted["version"], wanted["branch"]
+    out.update(state=state, version=version, branch=branch, wanted=version or ("branch %s" % branch), action="none")
+    reasons = out["reasons"]
+    if state == "absent":
+        if installed:
+            out["action"] = "remove"
+            reasons.append("driver %s is installed and nvidia_driver_state is absent" % installed)
+            out["reboot_required"] = bool(loaded)
+        return out, []
+    if not installed:
+        out["action"] = "install"
+        reasons.append("no NVIDIA driver is installed")
+    elif version and not same_version(installed, version):
+        out["action"] = _direction(installed, version_key(version))
+        reasons.append("installed %s, wanted %s" % (installed, version))
+    elif not version and branch_of(installed) != branch:
+        out["action"] = _direction(installed, (int(branch),))
+        reasons.append("installed %s is not on branch %s" % (installed, branch))
+    elif state == "latest":
+        reasons.append("state latest: the newest %s in the repository is only known on the node" % out["wanted"])
+    # The driver loaded once the action is done: the exact version, the one kept, or unknown (a branch's newest).
+    target = version or (installed if out["action"] == "none" else None)
+    if loaded and (not same_version(loaded, target) if target else out["action"] != "none"):
+        out["reboot_required"] = True
+        reasons.append("the loaded kernel module is %s" % loaded)
+    for reason in facts.get("reboot_reasons") or []:
+        out["reboot_required"] = True
+        if reason not in reasons:
+            reasons.append(reason)
+    return out, []
+
+
+def driver_is_current(decision, facts):
+    """Whether ``facts`` show the driver ``decision`` wanted installed and loaded (after an install or upgrade).
+
+    An exact version must be installed and loaded; a branch followed needs a driver of that branch, loaded.
+    """
+    installed = facts.get("driver_version") if facts else None
+    loaded = facts.get("kernel_module_version") if facts else None
+    if decision.get("version"):
+        same = installed is not None and same_version(installed, decision["version"])
+    else:
+        same = installed is not None and branch_of(installed) == decision.get("branch")
+    return bool(same and (loaded is None or same_version(loaded, installed)))
+
+
+# ---------------------------------------------------------------------------
+# Every host's settings, before anything runs
+# ---------------------------------------------------------------------------
+
+def driver_settings_of(variables, version_variable="nvidia_driver_version"):
+    """The driver settings of one host from its variables (a mapping), the role's defaults for those unset.
+
+    ``version_variable``: a variable that, when the host has it, gives the version instead of
+    nvidia_driver_version (the rollout's gpu_upgrade_driver_version).
+    """
+    settings = dict((key, variables.get(key, default)) for key, default in DRIVER_DEFAULTS.items())
+    if version_variable != "nvidia_driver_version" and version_variable in variables:
+        settings["nvidia_driver_version"] = variables.get(version_variable)
+    else:
+        version_variable = "nvidia_driver_version"
+    return settings, version_variable
+
+
+def check_driver_settings(hosts, version_variable="nvidia_driver_version"):
+    """``[(variable, message, [host, ...])]``: the driver settings problems of ``hosts`` (``[(name, variables)]``),
+    one entry per distinct problem with its hosts in inventory order."""
+    grouped = {}
+    for name, variables in hosts:
+        settings, shown = driver_settings_of(variables, version_variable)
+        for variable, message in driver_setting_errors(settings, shown):
+            grouped.setdefault((variable, message), []).append(name)
+    return [(variable, message, names) for (variable, message), names in grouped.items()]
+
+
+def refusal_lines(problems, variables_of):
+    """One line per problem of check_driver_settings (or the planner's check_settings): the message, its hosts
+    and the inventory files that set the variable. ``variables_of(host)``: the host's variables."""
+    lines = []
+    for variable, message, bad in problems:
+        files = variable_sources([variable], [variables_of(n) for n in bad]).get(variable)
+        lines.append("%s (%s%s)" % (message, hosts_phrase(bad), "; set in %s" % ", ".join(files) if files else ""))
+    return lines

@@ -1,0 +1,81 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+"""The health decision: one verdict per node from its nvml_facts, for every reader.
+
+The fleet planner (plugin_utils/fleet_plan.py) and playbooks/health.yml (the
+gpu_health_plan filter of roles/gpu_health) both call :func:`health_verdict`, so
+a node the plan shows critical is the node health.yml taints.
+
+The verdict is the worst of:
+
+* each GPU's own fields (ECC and row-remap counters, retired pages, temperature
+  against its thresholds, pending MIG or ECC modes, fabric registration), by
+  nvml_facts' rules (module_utils/_nvml/collect.gpu_health);
+* a reboot the facts say is due (the loaded module is not the installed driver):
+  a warning, as nvml_facts makes it;
+* the summary nvml_facts recorded with the facts (``health``): it also holds what
+  the GPU fields cannot show, such as NVML that could not start, or a temperature
+  limit given to nvml_facts.
+
+So a recorded summary that says ok never hides a counter that says otherwise.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from collections.abc import Mapping
+
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
+
+STATUSES = ("ok", "warning", "critical")
+
+
+class HealthVerdictError(ValueError):
+    """Facts whose recorded health cannot be read; the message says which value."""
+
+
+def _worse(status, other):
+    return other if nvml.HEALTH_ORDER[other] > nvml.HEALTH_ORDER[status] else status
+
+
+def health_verdict(facts):
+    """``{status, reasons, gpus, unhealthy_gpus, judged}`` of one node's nvml_facts.
+
+    ``status``: ok, warning or critical; ``reasons``: why, each once; ``gpus``: ``[{index, status,
+    reasons}]`` by the GPUs' own fields; ``judged``: false for a node with no NVIDIA GPU and nothing
+    wrong (health.yml leaves it alone, the plan counts it ok). Raises HealthVerdictError for a recorded
+    status that is not one of ok, warning, critical.
+    """
+    if not isinstance(facts, Mapping):
+        raise HealthVerdictError("the node's nvml_facts must be a mapping, got %r" % (facts,))
+    recorded = facts.get("health") or {}
+    if not isinstance(recorded, Mapping):
+        raise HealthVerdictError("health in the node's facts must be a mapping, got %r" % (recorded,))
+    status = recorded.get("status", "ok")
+    if status not in STATUSES:
+        raise HealthVerdictError("unknown health status %r in its facts" % (status,))
+    reasons = []
+
+    def note(texts):
+        reasons.extend(t for t in texts if t not in reasons)
+
+    recorded_reasons = [str(r) for r in recorded.get("reasons") or []]
+    gpus = []
+    for gpu in facts.get("gpus") or []:
+        gstatus, greasons = nvml.gpu_health(gpu)
+        gpus.append({"index": gpu.get("index"), "status": gstatus, "reasons": greasons})
+        status = _worse(status, gstatus)
+        note("GPU %s: %s" % (gpu.get("index"), r) for r in greasons)
+    if facts.get("present") and facts.get("reboot_required"):
+        status = _worse(status, "warning")
+        note(facts.get("reboot_reasons") or [])
+    # The recorded summary's own reasons, each that the fields did not already give (a repeat of its own stays).
+    derived = set(reasons)
+    reasons.extend(r for r in recorded_reasons if r not in derived)
+    return {"status": status, "reasons": reasons, "gpus": gpus,
+            "unhealthy_gpus": sum(1 for g in gpus if g["status"] != "ok"),
+            "judged": bool(facts.get("present")) or status != "ok"}
