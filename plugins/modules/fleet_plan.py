@@ -113,14 +113,15 @@ options:
     type: path
   serial:
     description:
-      - C(gpuops_upgrade_serial) of C(playbooks/upgrade.yml) (a number of hosts or a percentage) for the reboot waves.
+      - Overrides the hosts' C(gpuops_upgrade_serial) (a number of hosts or a percentage) for the reboot waves.
+      - Unset (as C(playbooks/plan_fleet.yml) leaves it), the waves follow the hosts' own C(gpuops_upgrade_serial),
+        C(gpuops_upgrade_canary) and C(gpuops_upgrade_max_fail_percentage), read as C(playbooks/upgrade.yml) reads
+        them, so plan.json shows the waves C(upgrade.yml) runs. Hosts that disagree on one of them are refused.
     type: raw
-    default: 1
   canary:
     description:
-      - C(gpuops_upgrade_canary) of C(playbooks/upgrade.yml) - a first wave of one host.
-    type: bool
-    default: false
+      - Overrides the hosts' C(gpuops_upgrade_canary) - a first wave of one host.
+    type: raw
   tenants:
     description:
       - The tenants and Kueue queues whose quotas are set against the capacity, as keyword arguments -
