@@ -25,12 +25,19 @@ ARGS = {
 }
 
 
-def current_inputs(names, variables, facts_dir):
-    """``{host: (facts digest, settings digests)}`` now, read as the planner reads them (fleet_plan._recorded)."""
+def current_inputs(plan, names, variables, facts_dir):
+    """``{host: (facts digest, settings digests)}`` now, read as the planner reads them (fleet_plan._recorded).
+
+    A host this run reads live (its recorded facts were given to the planner alone, as a change is never made
+    from recorded facts) is checked against the facts file its plan was made from, as that file is now.
+    """
     out = {}
     for name in names:
         try:
             _where, record = recorded_facts.load(variables[name], name, facts_dir or "")
+            planned_from = plan["hosts"][name].get("facts_file")
+            if record is None and planned_from:
+                record = recorded_facts.read_file(planned_from)
         except recorded_facts.RecordedFactsError:
             record = None
         out[name] = (fleet_approval.facts_digest(record), fleet_approval.settings_digests(variables[name]))
@@ -44,7 +51,7 @@ def approved(args, names, inventory, hostvars, loader):
     group = inventory.get(args["group"]) or []
     present = [n for n in plan["order"] if n in group]
     variables = read_variables(hostvars, present, loader)
-    changed = fleet_approval.changes(plan, current_inputs(present, variables, args["facts_dir"]))
+    changed = fleet_approval.changes(plan, current_inputs(plan, present, variables, args["facts_dir"]))
     if changed:
         raise fleet_approval.ApprovalError(fleet_approval.refusal(path, changed))
     waves = fleet_approval.waves(plan, set(names))
