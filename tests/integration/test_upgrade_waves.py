@@ -185,3 +185,32 @@ def test_an_approved_plan_of_an_older_version_is_refused(repo_root, tmp_path):
                      "-e", "gpuops_approved_plan=%s" % old)
     assert proc.returncode != 0 and UPGRADE_PLAY not in out
     assert "the approved plan %s does not follow the plan.json schema version 2" % old in " ".join(out.split())
+
+
+def test_nodes_and_mig_change_only_an_approved_plans_hosts_and_refuse_a_stale_one(repo_root, tmp_path, fleet):
+    inventories = [fleet / "hosts.json"]
+    _proc, out, plan = _plan(repo_root, inventories, tmp_path / "report")
+    assert plan is not None, out[-3000:]
+    kept = plan["order"][:2]
+    for name in plan["order"][2:]:
+        del plan["hosts"][name]
+    plan.update(order=kept)
+    plan["waves"]["batches"] = [dict(plan["waves"]["batches"][0], first=0, size=2)]
+    approved = tmp_path / "two.json"
+    approved.write_text(json.dumps(plan))
+    proc, out = _run(repo_root, inventories, "mig", "--check", "-e", "gpuops_approved_plan=%s" % approved,
+                     "-e", "gpuops_mig_serial=100%", "--limit", ",".join(kept + ["l40s-00009"]))
+    assert proc.returncode == 0, out[-4000:]
+    ran = out.split("PLAY [Partition the GPUs with MIG]")[1]
+    assert sorted(set(re.findall(r"^ok: \[([^\]]+)\]", ran, re.M))) == sorted(kept)
+    assert "not in the approved plan, left alone: l40s-00009" in " ".join(out.split())
+
+    facts_file = plan["hosts"][kept[1]]["facts_file"]
+    facts = json.loads(open(facts_file).read())
+    facts["gpus"] = facts["gpus"][:-1]                   # a GPU fell off the bus since the plan
+    open(facts_file, "w").write(json.dumps(facts))
+    for playbook, play in (("nodes", "PLAY [Prepare GPU nodes]"), ("mig", "PLAY [Partition the GPUs with MIG]")):
+        proc, out = _run(repo_root, inventories, playbook, "--check", "-e", "gpuops_approved_plan=%s" % approved)
+        assert proc.returncode != 0 and play not in out, out[-3000:]
+        assert "is stale: the inputs of 1 host(s) changed since it was made" in " ".join(out.split())
+        assert "- %s: changed: facts" % kept[1] in " ".join(out.split())
