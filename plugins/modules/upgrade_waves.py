@@ -26,7 +26,7 @@ description:
     fails the task naming the hosts and what changed.
   - Sets the fact named O(fact) - C(hosts) (in the order they run), C(serial) (the size of each wave, for a
     play's C(serial)), C(max_fail_percentage), C(waves) and C(approved_plan). Returns RV(lines), one
-    C(wave N/M: hosts) per wave.
+    C(wave N/M) line per wave, naming its hosts.
 author:
   - gpuops.platform maintainers (@gpuops)
 options:
@@ -84,7 +84,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 lines:
-  description: One C(wave N/M - hosts) line per wave (and, with O(approved_plan), what was checked and left out).
+  description: One C(wave N/M) line per wave, naming its hosts (and, with O(approved_plan), what was checked and left out).
   returned: success
   type: list
   elements: str

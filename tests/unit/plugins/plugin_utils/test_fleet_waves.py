@@ -8,7 +8,7 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schem
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_views as fv
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_waves as fw
 
-from test_fleet_plan import fixture, write
+from test_fleet_plan import NVML, fixture, write
 from test_fleet_plan import plan as planned
 
 
@@ -140,3 +140,10 @@ def test_the_plans_waves_are_run_of_the_selected_hosts_only(tmp_path):
     _path, plan = _approved(tmp_path)
     assert fa.waves(plan) == [["a", "b"], ["c"]]
     assert fa.waves(plan, {"b", "c", "z"}) == [["b"], ["c"]] and fa.waves(plan, {"c"}) == [["c"]]
+
+
+def test_digesting_a_record_leaves_the_record_as_it_was():
+    record = recorded_facts.read_file(str(NVML / "hgx-h100.json"))
+    before = json.dumps(record, sort_keys=True)
+    assert fa.facts_digest(record) == fa.facts_digest(json.loads(before))
+    assert json.dumps(record, sort_keys=True) == before and "temperature_c" in before
