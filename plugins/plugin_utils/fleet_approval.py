@@ -46,7 +46,10 @@ def digest(value, length=64, from_json=False):
     ``from_json``: ``value`` was read from a JSON document, so it holds no cycle and the check for one is
     skipped (it halves the time, for 20,000 records).
     """
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str, check_circular=not from_json)
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str, check_circular=not from_json)
+    except (TypeError, ValueError, RecursionError):  # a value that refers to itself (a YAML anchor inside itself)
+        text = repr(value)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 

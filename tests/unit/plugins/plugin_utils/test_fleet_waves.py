@@ -147,3 +147,10 @@ def test_digesting_a_record_leaves_the_record_as_it_was():
     before = json.dumps(record, sort_keys=True)
     assert fa.facts_digest(record) == fa.facts_digest(json.loads(before))
     assert json.dumps(record, sort_keys=True) == before and "temperature_c" in before
+
+
+def test_a_setting_that_refers_to_itself_still_digests():
+    loop = []
+    loop.append(loop)
+    assert fa.settings_digests({"mig_config": {"x": loop}})["mig_config"] != fa.settings_digests({})["mig_config"]
+    assert fa.digest({"a": 1, "b": [2]}) == fa.digest({"b": [2], "a": 1}) != fa.digest({"b": [2], "a": 2})
