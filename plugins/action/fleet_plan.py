@@ -12,6 +12,7 @@ __metaclass__ = type
 import json
 import os
 
+from collections import ChainMap
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
@@ -20,7 +21,7 @@ from ansible.plugins.action import ActionBase
 from ansible.vars.hostvars import HostVarsVars
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import (
-    documents, fleet_plan, fleet_report, fleet_schema, fleet_views, recorded_facts)
+    documents, fleet_approval, fleet_plan, fleet_report, fleet_schema, fleet_views, fleet_waves, recorded_facts)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import refusal_lines
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import check_hosts, load_catalog, refusal
@@ -38,8 +39,8 @@ ARGS = {
     "return_facts": {"type": "bool", "default": False},
     "group": {"type": "str", "default": "gpu_nodes"},
     "previous_plan": {"type": "path"},
-    "serial": {"type": "raw", "default": 1},
-    "canary": {"type": "bool", "default": False},
+    "serial": {"type": "raw"},
+    "canary": {"type": "raw"},
     "tenants": {"type": "dict", "default": {}},
     "stale_after_hours": {"type": "float", "default": 168},
 }
@@ -191,18 +192,28 @@ class ActionModule(ActionBase):
         if problems:
             # The lines upgrade.yml and nodes.yml refuse the same settings with (plugin_utils/driver_action.py).
             raise AnsibleActionFail("Nothing was planned or written:\n" + "\n".join(refusal_lines(problems, variables.get)))
+        # The waves upgrade.yml runs, from the hosts' own rollout variables (or this task's serial and canary).
+        given = dict((key, args[arg]) for key, arg in ((fleet_waves.SERIAL, "serial"), (fleet_waves.CANARY, "canary"))
+                     if args[arg] is not None)
+        try:
+            rollout = fleet_waves.rollout([(n, ChainMap(given, v)) for n, v in hosts])
+        except fleet_waves.WavesError as exc:
+            raise AnsibleActionFail("Nothing was planned or written:\n%s" % exc) from None
         nodes = {} if args["return_facts"] else None
+        inputs = {}
         try:
             plan = fleet_plan.plan_fleet(hosts, args["facts_dir"], args["mig_strategy"],
-                                         args["sharing_configs"], args["default_config"], args["labels"], nodes)
+                                         args["sharing_configs"], args["default_config"], args["labels"], nodes, inputs)
         except fleet_plan.FleetPlanError as exc:
             raise AnsibleActionFail(to_text(exc)) from None
 
         report_dir = os.path.abspath(args["report_dir"])
         plan_file = os.path.join(report_dir, "plan.json")
         try:
-            fleet_views.enrich(plan, names, fleet_views.pools(names, inventory, args["group"]), args["serial"],
-                               args["canary"], args["tenants"], args["stale_after_hours"])
+            fleet_views.enrich(plan, names, fleet_views.pools(names, inventory, args["group"]), rollout["serial"][-1],
+                               rollout["canary"], args["tenants"], args["stale_after_hours"],
+                               max_fail_percentage=rollout["max_fail_percentage"], planned_waves=rollout["waves"])
+            fleet_approval.record_inputs(plan, inputs)
             text, kept = _with_diff(plan, plan_file, args["previous_plan"])
         except fleet_schema.FleetPlanDataError as exc:
             raise AnsibleActionFail(to_text(exc))

@@ -38,7 +38,9 @@ description:
     MIG layout or driver setting, a capacity the strategy cannot give) are recorded on that host; the
     other hosts are still planned.
   - Writes C(plan.json) (per host and fleet totals, and the views; a versioned format with a JSON Schema,
-    see docs/fleet_plan_schema.md) and C(index.html) (one self-contained page, built from C(plan.json) alone -
+    see docs/fleet_plan_schema.md; version 3 records per host a digest of its recorded facts and
+    plan-relevant variables, so that C(playbooks/upgrade.yml -e gpuops_approved_plan=plan.json) can refuse a
+    stale plan) and C(index.html) (one self-contained page, built from C(plan.json) alone -
     per-pool rollups, the reboot waves of C(upgrade.yml), each node's disruption, tenant and queue quotas
     against capacity, the age of each host's facts, what changed since the previous plan, and a filtered,
     sorted, virtualized table of the nodes) into O(report_dir), each atomically. Both are written in check
@@ -108,19 +110,20 @@ options:
     default: gpu_nodes
   previous_plan:
     description:
-      - A C(plan.json) (schema version 1 or 2) to compare with, instead of the one in O(report_dir).
+      - A C(plan.json) (schema version 1, 2 or 3) to compare with, instead of the one in O(report_dir).
       - A file that does not follow its schema fails the task before anything is written.
     type: path
   serial:
     description:
-      - C(gpuops_upgrade_serial) of C(playbooks/upgrade.yml) (a number of hosts or a percentage) for the reboot waves.
+      - Overrides the hosts' C(gpuops_upgrade_serial) (a number of hosts or a percentage) for the reboot waves.
+      - Unset (as C(playbooks/plan_fleet.yml) leaves it), the waves follow the hosts' own C(gpuops_upgrade_serial),
+        C(gpuops_upgrade_canary) and C(gpuops_upgrade_max_fail_percentage), read as C(playbooks/upgrade.yml) reads
+        them, so plan.json shows the waves C(upgrade.yml) runs. Hosts that disagree on one of them are refused.
     type: raw
-    default: 1
   canary:
     description:
-      - C(gpuops_upgrade_canary) of C(playbooks/upgrade.yml) - a first wave of one host.
-    type: bool
-    default: false
+      - Overrides the hosts' C(gpuops_upgrade_canary) - a first wave of one host.
+    type: raw
   tenants:
     description:
       - The tenants and Kueue queues whose quotas are set against the capacity, as keyword arguments -

@@ -32,7 +32,7 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacit
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
-from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, recorded_facts
+from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, fleet_approval, recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_setting_errors
 from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import health_verdict
 
@@ -342,7 +342,7 @@ def _read_yaml(path):
 
 
 def _recorded(hostvars, name, facts_dir):
-    """``(where, (facts, error))`` of a host, through the one facts source of every playbook."""
+    """``(where, (facts, error), record)`` of a host, through the one facts source of every playbook."""
     try:
         where, record = recorded_facts.load(hostvars, name, facts_dir or "")
     except recorded_facts.RecordedFactsError as exc:
@@ -350,20 +350,21 @@ def _recorded(hostvars, name, facts_dir):
             where = recorded_facts.source(hostvars, name, facts_dir or "")[1]
         except recorded_facts.RecordedFactsError:  # a path that is refused is no file to name
             where = ""
-        return where, (None, str(exc))
+        return where, (None, str(exc)), None
     if record is None:
         return "", (None, "no recorded facts for this host: set gpuops_fleet_facts_dir (record them with "
-                          "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache")
-    return where, (record["nvidia"], None)
+                          "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache"), None
+    return where, (record["nvidia"], None), record
 
 
 def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, default_config="", labels=None,
-               keep=None):
+               keep=None, inputs=None):
     """Plan every host. ``hosts``: ``[(name, hostvars mapping)]`` in inventory order.
 
     Returns ``{version, valid, errors, summary, hosts}``; ``errors`` names each
-    invalid host and its reasons; ``keep`` as in plan_host. A bad shared setting (MIG strategy, sharing
-    configs) raises FleetPlanError: no host could be planned against it.
+    invalid host and its reasons; ``keep`` as in plan_host. With ``inputs`` (a dict), what each host was
+    planned from goes there: ``{host: (facts digest, settings digests)}`` (fleet_approval). A bad shared
+    setting (MIG strategy, sharing configs) raises FleetPlanError: no host could be planned against it.
     """
     try:
         sharing = capacity.gpu_sharing_configs(sharing_configs or [], mig_strategy)
@@ -378,9 +379,9 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
     seen_nodes = {}
     for name, hostvars in hosts:
         settings = host_settings(hostvars, name)
-        path = ""
+        path, record = "", None
         try:
-            path, loaded = _recorded(hostvars, name, facts_dir)
+            path, loaded, record = _recorded(hostvars, name, facts_dir)
             # Normalised: inventories/demo/../../tests/x.json reads as tests/x.json in every message.
             path = os.path.normpath(path) if path else path
             host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
@@ -397,6 +398,8 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
             host["errors"].append("Kubernetes node name %s is also used by host %s" % (host["node"], other))
             host["valid"] = False
         planned[name] = host
+        if inputs is not None:
+            inputs[name] = (fleet_approval.facts_digest(record), fleet_approval.settings_digests(hostvars))
     return {"version": PLAN_VERSION, "mig_strategy": mig_strategy, "hosts": planned,
             "summary": summarize(planned, mig_strategy),
             "errors": ["%s: %s" % (n, "; ".join(h["errors"])) for n, h in planned.items() if not h["valid"]],

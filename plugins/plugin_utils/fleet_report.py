@@ -408,11 +408,11 @@ NODE_COLUMNS = [
 
 
 def render(plan, title="GPU fleet plan"):
-    """The page for a plan.json of schema version 2 (fleet_views.enrich)."""
-    if plan.get("version") != fleet_schema.VERSION:
+    """The page for a plan.json of schema version 2 or later (fleet_views.enrich)."""
+    if plan.get("version") not in fleet_schema.SUPPORTED[1:]:
         raise fleet_schema.FleetPlanDataError(
-            "the page needs plan.json version %d, got %r: plan it again with playbooks/plan_fleet.yml"
-            % (fleet_schema.VERSION, plan.get("version")))
+            "the page needs plan.json version 2 or later, got %r: plan it again with playbooks/plan_fleet.yml"
+            % (plan.get("version"),))
     s = plan["summary"]
     statuses = dict((n, fleet_views.status(h)) for n, h in plan["hosts"].items())
     stale = len(fleet_views.stale_hosts(plan))

@@ -6,7 +6,9 @@
 """The JSON Schema of plan.json, versioned (docs/fleet_plan_schema.md documents it).
 
 Version 1 is the planner's output (hosts and summary); version 2 adds the
-views of ``fleet_views`` (order, pools, waves, tenants, diff, the facts' ages).
+views of ``fleet_views`` (order, pools, waves, tenants, diff, the facts' ages);
+version 3 adds what each host was planned from (``inputs``, see
+``fleet_approval``) and the waves' ``max_fail_percentage``.
 The diff reads a previous plan of either version through ``check``; the page
 reads the current one. The schema allows fields it does not name, so a newer
 planner may add some without a new version; it changes version when a field
@@ -22,13 +24,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents
 
-VERSION = 2
+VERSION = 3
 # plan.json's deepest field is about 10 levels down.
 PLAN_DEPTH = documents.MAX_DEPTH
-SUPPORTED = (1, 2)
+SUPPORTED = (1, 2, 3)
 STATUS = {"enum": ["ok", "warning", "critical", "invalid"]}
 COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
 _NULLABLE_OBJECT = {"type": ["object", "null"]}
@@ -74,6 +77,19 @@ HOST_V2 = {
         "facts_time_source": {"enum": ["recorded", "mtime", None]},
         "wave": {"type": "integer", "minimum": 1},
     },
+}
+
+DIGEST = {"type": "string", "pattern": "^[0-9a-f]{16,64}$"}
+HOST_V3 = {
+    "properties": {
+        "inputs": {"type": "object", "required": ["facts", "settings"], "properties": {
+            "facts": {"anyOf": [DIGEST, {"type": "null"}]}, "settings": DIGEST}},
+    },
+}
+INPUTS = {
+    "type": "object", "required": ["settings"],
+    "properties": {"settings": {"type": "object", "additionalProperties": {
+        "type": "object", "additionalProperties": DIGEST}}},
 }
 
 SUMMARY = {
@@ -149,6 +165,13 @@ def schema(version=VERSION):
                                                        "health"]}},
                     "waves": WAVES, "tenants": TENANTS, "diff": DIFF})
         required += ["order", "facts_root", "stale_after_hours", "pools", "waves", "tenants", "diff"]
+    if version >= 3:
+        # Optional: views made without the planner (a plan.json edited or built by hand) have none, and such
+        # a plan cannot be approved (fleet_approval.load refuses it).
+        host["properties"].update(HOST_V3["properties"])
+        waves = json.loads(json.dumps(WAVES))
+        waves["properties"]["max_fail_percentage"] = {"type": "number", "minimum": 0, "maximum": 100}
+        top.update({"waves": waves, "inputs": INPUTS})
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": "https://gpuops.platform/schemas/fleet-plan/v%d.json" % version,
             "title": "gpuops.platform fleet plan (plan.json), version %d" % version,
@@ -163,6 +186,9 @@ class FleetPlanDataError(ValueError):
 _OWN = {"host": "", "node": "", "facts_file": "", "facts_recorded_at": 0.0, "wave": 1}
 
 
+_HEX = re.compile(r"^[0-9a-f]{64}\Z")
+
+
 def _canonical(host):
     if not isinstance(host, dict):
         return host
@@ -170,6 +196,9 @@ def _canonical(host):
     for key, value in _OWN.items():
         if key in out and type(out[key]) is type(value) and (key != "wave" or out[key] >= 1):
             out[key] = value
+    inputs = out.get("inputs")
+    if isinstance(inputs, dict) and isinstance(inputs.get("facts"), str) and _HEX.match(inputs["facts"]):
+        out["inputs"] = dict(inputs, facts="0" * 64)
     capacity = out.get("capacity")
     if isinstance(capacity, dict) and isinstance(capacity.get("host"), str):
         out["capacity"] = dict(capacity, host="")
@@ -178,7 +207,8 @@ def _canonical(host):
 
 def _distinct_hosts(plan):
     """The plan with one host per distinct content: a fleet is made of a few node types, and a
-    host's validity does not depend on its name, facts path, facts time or wave number (past their types)."""
+    host's validity does not depend on its name, facts path, facts time, facts digest or wave number (past
+    their types)."""
     hosts = plan.get("hosts")
     if not isinstance(hosts, dict):
         return plan

@@ -12,9 +12,9 @@ everything the page and the play's summary show (schema version 2, see
 * the inventory order and each host's pool (its most specific inventory group);
 * each host's disruption (drain, GPU reset, reboot) and the age of its facts;
 * per-pool rollups;
-* the reboot waves of ``playbooks/upgrade.yml``: the batches its ``serial``
-  list makes (a canary batch of one, then ``gpuops_upgrade_serial``), with
-  Ansible's own percentage rule, and what each wave takes from the cluster;
+* the reboot waves of ``playbooks/upgrade.yml`` (``fleet_waves``: a canary
+  batch of one, then ``gpuops_upgrade_serial``, with Ansible's own percentage
+  rule), and what each wave takes from the cluster;
 * tenant quotas and Kueue ClusterQueue nominal quotas against the capacity;
 * what changed since a previous plan (``diff``).
 
@@ -32,10 +32,11 @@ import time
 from datetime import datetime, timezone
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.utils.helpers import pct_to_int
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema
 from ansible_collections.gpuops.platform.plugins.plugin_utils.mig_disruption import mig_disruption
+# The waves are decided in fleet_waves alone (the planner and upgrade.yml both call it).
+from ansible_collections.gpuops.platform.plugins.plugin_utils.fleet_waves import batches, serial_list  # noqa: F401
 
 STATUSES = ("ok", "warning", "critical", "invalid")
 UNGROUPED = "ungrouped"
@@ -143,30 +144,6 @@ def pools(names, groups, fleet_group):
 # Waves
 # ---------------------------------------------------------------------------
 
-def serial_list(serial, canary):
-    """The ``serial`` list of playbooks/upgrade.yml for these settings."""
-    serial = str(serial if serial not in (None, "") else 1).strip()
-    if not re.fullmatch(r"-?[0-9]+%?", serial):
-        raise fleet_schema.FleetPlanDataError(
-            "gpuops_upgrade_serial %r is neither a number of hosts nor a percentage such as 10%%" % serial)
-    return ["1" if canary else serial, serial]
-
-
-def batches(names, serial, canary):
-    """Ansible's batches for ``serial`` (PlaybookExecutor._get_serialized_batches): lists of host names."""
-    steps = serial_list(serial, canary)
-    left, total, out, step = list(names), len(names), [], 0
-    while left:
-        size = pct_to_int(steps[step], total)
-        if size <= 0:
-            out.append(left)
-            break
-        out.append(left[:size])
-        left = left[size:]
-        step = min(step + 1, len(steps) - 1)
-    return out
-
-
 def _upgrade_disrupts(host):
     """Whether upgrade.yml drains the node: it skips nodes without a driver or already on it, loaded."""
     driver = host.get("driver") or {}
@@ -175,10 +152,12 @@ def _upgrade_disrupts(host):
     return driver.get("action") not in (None, "none", "invalid") or bool(driver.get("reboot_required"))
 
 
-def waves(order, hosts, serial, canary):
+def waves(order, hosts, serial, canary, max_fail_percentage=0, planned=None):
+    """Each wave of ``order`` with what it takes from the cluster; ``planned``: the waves of
+    ``fleet_waves.rollout`` for these hosts (else cut here by the same rule)."""
     out = []
     first = 0
-    for number, batch in enumerate(batches(order, serial, canary), 1):
+    for number, batch in enumerate(planned if planned is not None else batches(order, serial, canary), 1):
         drained = [n for n in batch if _upgrade_disrupts(hosts[n])]
         removed = {}
         for name in drained:
@@ -188,7 +167,8 @@ def waves(order, hosts, serial, canary):
                     "reboots": sum(1 for n in drained if (hosts[n].get("driver") or {}).get("reboot_required")),
                     "capacity_removed": removed})
         first += len(batch)
-    return {"serial": serial_list(serial, canary), "canary": bool(canary), "batches": out}
+    return {"serial": serial_list(serial, canary), "canary": bool(canary), "max_fail_percentage": max_fail_percentage,
+            "batches": out}
 
 
 # ---------------------------------------------------------------------------
@@ -373,8 +353,11 @@ def common_dir(paths):
         return ""
 
 
-def enrich(plan, order, pool_of, serial=1, canary=False, tenant_settings=None, stale_after_hours=168, now=None):
-    """Add the views (schema version 2) to a plan from fleet_plan.plan_fleet, in place; returns it."""
+def enrich(plan, order, pool_of, serial=1, canary=False, tenant_settings=None, stale_after_hours=168, now=None,
+           max_fail_percentage=0, planned_waves=None):
+    """Add the views (schema version 2 and up) to a plan from fleet_plan.plan_fleet, in place; returns it.
+
+    ``planned_waves``: the waves of ``fleet_waves.rollout`` (what upgrade.yml runs) for ``order``."""
     hosts = plan["hosts"]
     for name in order:
         host = hosts[name]
@@ -390,7 +373,7 @@ def enrich(plan, order, pool_of, serial=1, canary=False, tenant_settings=None, s
     plan["stale_after_hours"] = stale_after_hours
     stale_before = (time.time() if now is None else now) - 3600.0 * stale_after_hours
     plan["pools"] = rollups(order, hosts, stale_before)
-    plan["waves"] = waves(order, hosts, serial, canary)
+    plan["waves"] = waves(order, hosts, serial, canary, max_fail_percentage, planned_waves)
     wave_of = {}
     for batch in plan["waves"]["batches"]:
         for name in order[batch["first"]:batch["first"] + batch["size"]]:

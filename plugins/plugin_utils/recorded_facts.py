@@ -29,7 +29,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import json
 import os
 
@@ -199,17 +198,18 @@ def make_record(name, nvidia, node, recorded_at, collection_version):
 
 
 def stable(record):
-    """The part of a record that says whether the host changed: no metadata, no volatile readings."""
-    out = copy.deepcopy(dict((k, v) for k, v in record.items() if k not in METADATA))
-    nvidia = out.get("nvidia") or {}
+    """The part of a record that says whether the host changed: no metadata, no volatile readings.
+
+    A new structure that shares the unchanged parts with ``record`` (copied only along the paths it drops:
+    the fleet planner digests every host's record, and a deep copy would cost more than the plan)."""
+    out = dict((k, v) for k, v in record.items() if k not in METADATA)
+    nvidia = out.get("nvidia")
+    if not isinstance(nvidia, dict):
+        return out
+    nvidia = out["nvidia"] = dict(nvidia)
     nvidia.pop("source", None)
-    for gpu in nvidia.get("gpus") or []:
-        for path in VOLATILE_GPU:
-            holder = gpu
-            for key in path[:-1]:
-                holder = holder.get(key) if isinstance(holder, dict) else None
-            if isinstance(holder, dict):
-                holder.pop(path[-1], None)
+    if "gpus" in nvidia and isinstance(nvidia["gpus"], list):
+        nvidia["gpus"] = [_without_volatile(gpu) for gpu in nvidia["gpus"]]
     return out
 
 
@@ -220,6 +220,22 @@ def usable(data):
     except documents.DocumentError:
         return False
     return not record_problems(data)
+def _without_volatile(gpu):
+    if not isinstance(gpu, dict):
+        return gpu
+    gpu = dict(gpu)
+    for path in VOLATILE_GPU:
+        holder = gpu
+        for key in path[:-1]:
+            inner = holder.get(key)
+            if not isinstance(inner, dict):
+                holder = None
+                break
+            holder[key] = inner = dict(inner)
+            holder = inner
+        if isinstance(holder, dict):
+            holder.pop(path[-1], None)
+    return gpu
 
 
 def same_facts(old, new):

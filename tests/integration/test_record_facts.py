@@ -84,8 +84,9 @@ def live_plan(tmp):
     return fleet_plan.plan_fleet(hostvars, str(folder), "single", [{"name": "default", "mode": "none"}], "default")
 
 
-# What plan.json adds to each host's plan for the page (fleet_views.enrich), and where the facts were read from.
-VIEW_KEYS = {"facts_file", "pool", "disruption", "wave", "facts_recorded_at", "facts_time_source"}
+# What plan.json adds to each host's plan for the page (fleet_views.enrich), where the facts were read from, and
+# the digests of what it was planned from (fleet_approval).
+VIEW_KEYS = {"facts_file", "pool", "disruption", "wave", "facts_recorded_at", "facts_time_source", "inputs"}
 
 
 def comparable(plan):

@@ -100,7 +100,7 @@ def test_an_empty_fleet_renders(tmp_path):
 
 
 def test_the_page_refuses_a_plan_without_the_views(tmp_path):
-    with pytest.raises(fleet_schema.FleetPlanDataError, match="needs plan.json version 2, got 1"):
+    with pytest.raises(fleet_schema.FleetPlanDataError, match="needs plan.json version 2 or later, got 1"):
         fleet_report.render(fleet_plan.plan_fleet([], str(tmp_path)))
 
 

@@ -18,7 +18,7 @@ except ImportError:  # ansible-core < 2.19 templates every string it is given
 from ansible.vars.manager import VariableManager
 
 from ansible_collections.gpuops.platform.plugins.filter import fleet as fleet_filter
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema, fleet_waves
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_views as fv
 
 from test_fleet_plan import MIG, ROOT, fixture, plan, write
@@ -41,16 +41,13 @@ def _views(tmp_path, previous=None, **kw):
 
 # --- waves ---------------------------------------------------------------------------
 
-def _ansible_batches(tmp_path, size, serial, canary):
-    """The batches ansible-playbook makes for playbooks/upgrade.yml's own serial expressions."""
-    source = yaml.safe_load((ROOT / "playbooks" / "upgrade.yml").read_text())[0]["serial"]
+def _ansible_batches(tmp_path, size, hosts, serial):
+    """The batches ansible-playbook makes of a ``size``-host inventory for a play's ``hosts`` and ``serial``."""
     loader = DataLoader()
-    templar = Templar(loader, variables={"gpuops_upgrade_serial": serial, "gpuops_upgrade_canary": canary})
-    values = [templar.template(trust_as_template(item)) for item in source]
     inventory_file = tmp_path / "hosts.yml"
     inventory_file.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": dict(("n%05d" % i, None) for i in range(size))}}))
     inventory = InventoryManager(loader, [str(inventory_file)])
-    play = Play.load({"hosts": "gpu_nodes", "serial": values, "gather_facts": False, "tasks": []},
+    play = Play.load({"hosts": hosts, "serial": serial, "gather_facts": False, "tasks": []},
                      variable_manager=VariableManager(loader, inventory), loader=loader)
     executor = PlaybookExecutor.__new__(PlaybookExecutor)
     executor._inventory = inventory
@@ -61,9 +58,43 @@ def _ansible_batches(tmp_path, size, serial, canary):
     (10, 1, False), (10, "30%", True), (7, "3", True), (20000, "5%", True), (5, "1%", False), (5, 0, False),
     (4, "100%", True), (9, 4, False),
 ])
-def test_waves_are_the_batches_ansible_makes_for_upgrade_yml(tmp_path, size, serial, canary):
+def test_waves_are_the_batches_ansible_makes_for_serial_and_canary(tmp_path, size, serial, canary):
     names = ["n%05d" % i for i in range(size)]
-    assert fv.batches(names, serial, canary) == _ansible_batches(tmp_path, size, serial, canary)
+    assert fv.batches(names, serial, canary) == _ansible_batches(tmp_path, size, "gpu_nodes", fv.serial_list(serial, canary))
+
+
+def _upgrade_play_keywords(fact):
+    """playbooks/upgrade.yml's upgrade play: its hosts and serial, templated with the first play's fact."""
+    play = yaml.safe_load((ROOT / "playbooks" / "upgrade.yml").read_text())[1]
+    templar = Templar(DataLoader(), variables={"hostvars": {"localhost": {"ansible_facts": {
+        "gpuops_upgrade_rollout": fact}}}})
+    return (templar.template(trust_as_template(play["hosts"])), templar.template(trust_as_template(play["serial"])),
+            templar.template(trust_as_template(play["max_fail_percentage"])))
+
+
+@pytest.mark.parametrize("size, serial, canary, reverse", [
+    (10, "30%", True, False), (7, 3, False, True), (50, 5, True, False), (5, "0", False, True),
+])
+def test_upgrade_yml_runs_exactly_the_waves_in_their_order(tmp_path, size, serial, canary, reverse):
+    """The upgrade play takes the decided hosts in their order (ansible-core keeps a host list's order) and
+    one wave per serial step: the batches Ansible makes are the waves, whatever the inventory order."""
+    names = ["n%05d" % i for i in range(size)]
+    if reverse:
+        names.reverse()
+    rollout = fleet_waves.rollout([(n, {"gpuops_upgrade_serial": serial, "gpuops_upgrade_canary": canary,
+                                        "gpuops_upgrade_max_fail_percentage": "20"}) for n in names])
+    fact = {"hosts": [n for wave in rollout["waves"] for n in wave], "serial": [len(w) for w in rollout["waves"]],
+            "max_fail_percentage": rollout["max_fail_percentage"]}
+    hosts, steps, max_fail = _upgrade_play_keywords(fact)
+    assert _ansible_batches(tmp_path, size, hosts, steps) == rollout["waves"] == fv.batches(names, serial, canary)
+    assert max_fail == 20 and rollout["waves"][0][0] == names[0]
+
+
+def test_upgrade_yml_without_decided_waves_runs_no_host(tmp_path):
+    """No fact (the first play matched no host, or failed): the upgrade play matches no host at all."""
+    hosts, _steps, _max_fail = _upgrade_play_keywords(None)
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"n1": None}}}))
+    assert hosts == [] and InventoryManager(DataLoader(), [str(tmp_path / "hosts.yml")]).get_hosts(hosts) == []
 
 
 def test_a_serial_that_is_not_a_count_is_refused():

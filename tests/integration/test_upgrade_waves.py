@@ -1,0 +1,216 @@
+"""The waves plan.json shows are the waves upgrade.yml runs, and an approved plan is what runs.
+
+The same inventory, with gpuops_upgrade_serial and gpuops_upgrade_canary set
+where operators set them (group_vars, inventory group vars), goes to
+plan_fleet.yml and to upgrade.yml --check: the batches ansible-playbook really
+runs (one "PLAY [Upgrade ...]" per batch) are plan.json's waves, and so are the
+"wave N/M" lines. With -e gpuops_approved_plan, upgrade.yml runs that plan's
+waves, and a plan whose hosts' facts or settings changed since is refused
+before the upgrade play starts.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+UPGRADE_PLAY = "PLAY [Upgrade the NVIDIA driver and toolkit, wave by wave]"
+SERIAL_REFUSAL = "gpuops_upgrade_serial 'ten' is neither a number of hosts nor a percentage such as 10%"
+
+
+def _run(repo_root, inventories, playbook, *extra):
+    installed = repo_root / "collections" / "ansible_collections" / "gpuops" / "platform"
+    assert installed.is_dir(), "run scripts/bootstrap.sh first: ansible-playbook needs the installed collection"
+    command = [PLAYBOOK]
+    for inventory in inventories:
+        command += ["-i", str(inventory)]
+    proc = subprocess.run(command + ["playbooks/%s.yml" % playbook] + list(extra), cwd=str(repo_root),
+                          capture_output=True, text=True, check=False, timeout=600,
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    return proc, proc.stdout + proc.stderr
+
+
+def planned_waves(plan):
+    order = plan["order"]
+    return [order[b["first"]:b["first"] + b["size"]] for b in plan["waves"]["batches"]]
+
+
+def ran_waves(out):
+    """The batches ansible-playbook ran: the hosts of each upgrade play's first task, per play."""
+    waves = []
+    for chunk in out.split(UPGRADE_PLAY)[1:]:
+        first_task = chunk.split("TASK [")[1]
+        waves.append(re.findall(r"^(?:ok|changed|skipping|fatal): \[([^\]]+)\]", first_task, re.M))
+    return waves
+
+
+def said_waves(out):
+    """The wave N/M lines upgrade.yml printed (the YAML callback folds long ones)."""
+    text = " ".join(out.split())
+    found = re.findall(r"wave (\d+)/(\d+): ([^'\"]+)['\"]", text)
+    assert found and all(int(total) == len(found) for _n, total, _h in found), found
+    return [hosts.strip().split(", ") for _n, _t, hosts in found]
+
+
+def _plan(repo_root, inventories, report, *extra):
+    proc, out = _run(repo_root, inventories, "plan_fleet", "-e", "gpuops_fleet_report_dir=%s" % report, *extra)
+    plan = json.loads((report / "plan.json").read_text()) if (report / "plan.json").exists() else None
+    return proc, out, plan
+
+
+def _agree(repo_root, inventories, tmp_path, *extra):
+    """Plan, then upgrade.yml --check, on the same inventory: the same waves, and run as such."""
+    _proc, out, plan = _plan(repo_root, inventories, tmp_path / "report", *extra)
+    assert plan is not None, out[-3000:]
+    proc, out = _run(repo_root, inventories, "upgrade", "--check", *extra)
+    assert proc.returncode == 0, out[-4000:]
+    waves = planned_waves(plan)
+    assert ran_waves(out) == waves == said_waves(out)
+    return plan, waves
+
+
+def _rollout_vars(path, **variables):
+    path.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"vars": variables}}}}))
+    return path
+
+
+def test_the_demo_runs_the_waves_plan_json_shows(repo_root, tmp_path):
+    extra = _rollout_vars(tmp_path / "rollout.yml", gpuops_upgrade_serial=3, gpuops_upgrade_canary=True)
+    plan, waves = _agree(repo_root, [repo_root / "inventories" / "demo" / "hosts.yml", extra], tmp_path)
+    assert [len(w) for w in waves] == [1, 3, 3, 3] and plan["waves"]["serial"] == ["1", "3"]
+
+
+def test_the_example_runs_the_waves_plan_json_shows(repo_root, tmp_path):
+    extra = _rollout_vars(tmp_path / "rollout.yml", gpuops_upgrade_serial="40%", gpuops_upgrade_canary=True)
+    _plan_, waves = _agree(repo_root, [repo_root / "inventories" / "example" / "hosts.yml",
+                                       repo_root / "inventories" / "example-offline.yml", extra], tmp_path)
+    assert [len(w) for w in waves] == [1, 4, 4, 1]
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    """bench_fleet_plan's fleet of 14 hosts in four pools, serial and canary in group_vars/all."""
+    sys.path.insert(0, str(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")))
+    import bench_fleet_plan
+
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    facts_dir, path, _hosts = bench_fleet_plan.generate(14, str(folder))
+    inventory = json.loads(open(path).read())
+    for name in ("gpuops_upgrade_serial", "gpuops_upgrade_canary"):
+        del inventory["all"]["vars"][name]
+    inventory["all"]["vars"].update(ansible_connection="local", ansible_python_interpreter=sys.executable,
+                                    gpuops_nodes_plan_only=True, gpuops_nodes_become=False)
+    (folder / "hosts.json").write_text(json.dumps(inventory))
+    (folder / "group_vars" / "all").mkdir(parents=True)
+    (folder / "group_vars" / "all" / "rollout.yml").write_text(
+        "gpuops_upgrade_serial: 3\ngpuops_upgrade_canary: true\ngpuops_fleet_facts_dir: %s\n"
+        "gpu_upgrade_driver_version: '570.195.03'\n" % facts_dir)
+    return folder
+
+
+def test_a_generated_fleet_with_rollout_group_vars_runs_the_waves_plan_json_shows(repo_root, tmp_path, fleet):
+    plan, waves = _agree(repo_root, [fleet / "hosts.json"], tmp_path)
+    assert [len(w) for w in waves] == [1, 3, 3, 3, 3, 1]
+    # Waves follow the inventory order across the pools (groups), not a pool at a time.
+    assert waves[0] == [plan["order"][0]] and len(set(plan["hosts"][n]["pool"] for n in waves[1])) > 1
+
+
+def test_an_approved_plan_runs_its_waves_and_a_changed_one_is_refused(repo_root, tmp_path, fleet):
+    inventories = [fleet / "hosts.json"]
+    _proc, out, plan = _plan(repo_root, inventories, tmp_path / "report")
+    approved = tmp_path / "approved.json"
+    # The approved plan is what runs: its own waves, even when they are not the ones the inventory gives now.
+    plan["waves"]["batches"] = [dict(b, first=f, size=s) for b, (f, s) in zip(
+        plan["waves"]["batches"], [(0, 2), (2, 5), (7, 7)])]
+    approved.write_text(json.dumps(plan))
+    proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved)
+    assert proc.returncode == 0, out[-4000:]
+    assert ran_waves(out) == said_waves(out) == planned_waves(plan) and [len(w) for w in planned_waves(plan)] == [2, 5, 7]
+    assert "the approved plan %s: 14 host(s) in 3 wave(s), inputs unchanged since it was made" % approved in " ".join(
+        out.split())
+
+    # With --limit, only the selected hosts of the plan, still in its waves.
+    proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved,
+                     "--limit", ",".join(plan["order"][1:4]))
+    assert proc.returncode == 0, out[-4000:]
+    assert ran_waves(out) == [plan["order"][1:2], plan["order"][2:4]]
+
+    # Since the plan was made: a pool's driver changed, and one host's facts were recorded again.
+    hgx = [n for n in plan["order"] if n.startswith("hgx")]
+    dgx = [n for n in plan["order"] if n.startswith("dgx")][0]
+    facts_file = plan["hosts"][dgx]["facts_file"]
+    facts = json.loads(open(facts_file).read())
+    facts["driver_version"] = "570.195.03"
+    open(facts_file, "w").write(json.dumps(facts))
+    inventory = json.loads((fleet / "hosts.json").read_text())
+    inventory["all"]["children"]["gpu_nodes"]["children"]["hgx"]["vars"]["nvidia_driver_version"] = "580.82.07"
+    (fleet / "hosts.json").write_text(json.dumps(inventory))
+    proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved)
+    assert proc.returncode != 0
+    text = " ".join(out.split())
+    assert "The approved plan %s is stale: the inputs of %d host(s) changed since it was made, and nothing was changed" % (
+        approved, len(hgx) + 1) in text
+    assert "- %s: changed: facts -" % dgx in text
+    for name in hgx:
+        assert "- %s: changed: nvidia_driver_version" % name in text
+    assert UPGRADE_PLAY not in out
+
+
+def test_a_bad_serial_is_refused_by_the_planner_and_upgrade_yml_alike(repo_root, tmp_path, fleet):
+    (fleet / "group_vars" / "all" / "rollout.yml").write_text(
+        (fleet / "group_vars" / "all" / "rollout.yml").read_text().replace("gpuops_upgrade_serial: 3",
+                                                                        "gpuops_upgrade_serial: ten"))
+    proc, out, plan = _plan(repo_root, [fleet / "hosts.json"], tmp_path / "report")
+    assert proc.returncode != 0 and plan is None
+    planner = " ".join(out.split())
+    proc, out = _run(repo_root, [fleet / "hosts.json"], "upgrade", "--check")
+    assert proc.returncode != 0 and UPGRADE_PLAY not in out
+    upgrade = " ".join(out.split())
+    refusal = SERIAL_REFUSAL + " (14 hosts: "
+    assert refusal in planner and refusal in upgrade
+    assert "set in %s" % (fleet / "group_vars" / "all" / "rollout.yml") in upgrade
+
+
+def test_an_approved_plan_of_an_older_version_is_refused(repo_root, tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"version": 2}))
+    proc, out = _run(repo_root, [repo_root / "inventories" / "demo" / "hosts.yml"], "upgrade", "--check",
+                     "-e", "gpuops_approved_plan=%s" % old)
+    assert proc.returncode != 0 and UPGRADE_PLAY not in out
+    assert "the approved plan %s does not follow the plan.json schema version 2" % old in " ".join(out.split())
+
+
+def test_nodes_and_mig_change_only_an_approved_plans_hosts_and_refuse_a_stale_one(repo_root, tmp_path, fleet):
+    inventories = [fleet / "hosts.json"]
+    _proc, out, plan = _plan(repo_root, inventories, tmp_path / "report")
+    assert plan is not None, out[-3000:]
+    kept = plan["order"][:2]
+    for name in plan["order"][2:]:
+        del plan["hosts"][name]
+    plan.update(order=kept)
+    plan["waves"]["batches"] = [dict(plan["waves"]["batches"][0], first=0, size=2)]
+    approved = tmp_path / "two.json"
+    approved.write_text(json.dumps(plan))
+    proc, out = _run(repo_root, inventories, "mig", "--check", "-e", "gpuops_approved_plan=%s" % approved,
+                     "-e", "gpuops_mig_serial=100%", "--limit", ",".join(kept + ["l40s-00009"]))
+    assert proc.returncode == 0, out[-4000:]
+    ran = out.split("PLAY [Partition the GPUs with MIG]")[1]
+    assert sorted(set(re.findall(r"^ok: \[([^\]]+)\]", ran, re.M))) == sorted(kept)
+    assert "not in the approved plan, left alone: l40s-00009" in " ".join(out.split())
+
+    facts_file = plan["hosts"][kept[1]]["facts_file"]
+    facts = json.loads(open(facts_file).read())
+    facts["gpus"] = facts["gpus"][:-1]                   # a GPU fell off the bus since the plan
+    open(facts_file, "w").write(json.dumps(facts))
+    for playbook, play in (("nodes", "PLAY [Prepare GPU nodes]"), ("mig", "PLAY [Partition the GPUs with MIG]")):
+        proc, out = _run(repo_root, inventories, playbook, "--check", "-e", "gpuops_approved_plan=%s" % approved)
+        assert proc.returncode != 0 and play not in out, out[-3000:]
+        assert "is stale: the inputs of 1 host(s) changed since it was made" in " ".join(out.split())
+        assert "- %s: changed: facts" % kept[1] in " ".join(out.split())
