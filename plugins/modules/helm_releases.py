@@ -28,7 +28,8 @@ description:
   - The deployed values are compared by digest inside the module; neither they nor their digest are returned.
   - With O(recover=false), a release left pending (or with a status this module does not handle) fails the task,
     naming the helm command to run by hand; nothing is changed.
-  - Changes nothing; the recovery, install and upgrade are left to C(kubernetes.core.helm) and C(helm rollback).
+  - Changes nothing; the recovery, install and upgrade are left to M(gpuops.platform.helm_release_action), one helm
+    command each.
   - Connection options as kubernetes.core's helm modules; in the collection's action group
     C(gpuops.platform.k8s), so C(module_defaults) of C(group/gpuops.platform.k8s) give them.
 options:
@@ -75,6 +76,7 @@ extends_documentation_fragment:
 requirements:
   - helm >= 3.0.0 (on C(PATH), or O(binary_path))
 seealso:
+  - module: gpuops.platform.helm_release_action
   - module: kubernetes.core.helm_info
   - plugin: gpuops.platform.k8s_helm_decide
     plugin_type: filter
@@ -87,12 +89,9 @@ EXAMPLES = r"""
     recover: true
   register: helm_state
 
-- name: Upgrade only the releases that are not already as wanted
-  kubernetes.core.helm:
-    name: "{{ item.name }}"
-    release_namespace: "{{ item.namespace }}"
-    chart_ref: example/chart
-  loop: "{{ helm_state.plans | rejectattr('action', 'equalto', 'unchanged') | list }}"
+- name: Name the releases that a run would change (gpuops.platform.helm_release_action carries the plans out)
+  ansible.builtin.debug:
+    msg: "{{ helm_state.plans | rejectattr('action', 'equalto', 'unchanged') | map(attribute='name') | list }}"
 """
 
 RETURN = r"""
@@ -147,7 +146,6 @@ commands:
   sample: [["list", "--all", "--all-namespaces", "--max", "0", "--filter", "^(?:gpu-operator)$", "-o", "json"]]
 """
 
-import json
 
 # kubernetes.core is a dependency of the collection (galaxy.yml): its helm pieces, as its helm modules use them.
 from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
@@ -155,6 +153,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common i
     HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import HelmRunner
 
 RELEASE_SPEC = dict(
     name=dict(type="str", required=True),
@@ -172,34 +171,9 @@ def argument_spec():
     return spec
 
 
-class HelmReader(object):
-    """helm run with the module's connection settings; every output parsed as JSON, its failures named."""
-
-    def __init__(self, module):
-        self.module = module
-        self.commands = []
-        self._binary = None
-
-    def __call__(self, args, what, show_output=True):
-        if self._binary is None:
-            self._binary = self.module.get_helm_binary()
-        self.commands.append(list(args))
-        rc, out, err = self.module.run_helm_command([self._binary] + list(args), fails_on_error=False)
-        if rc != 0:
-            self.fail("`helm %s` failed (exit %d): %s" % (" ".join(args), rc, (err or "").strip() or "no message"),
-                      stderr=err, stdout=out if show_output else "")
-        try:
-            return json.loads(out or "null")
-        except ValueError as exc:
-            self.fail("`helm %s` printed no JSON %s: %s" % (" ".join(args), what, exc), stdout=out if show_output else "")
-
-    def fail(self, msg, **extra):
-        self.module.fail_json(msg=msg, commands=self.commands, **extra)
-
-
 def read_and_decide(module, releases, recover):
     """One helm list for every release, then values or history only where the decision needs them."""
-    run = HelmReader(module)
+    run = HelmRunner(module)
     plans = []
     if releases:
         try:

@@ -28,8 +28,9 @@ description:
   - Only objects that carry this ApplySet's C(part-of) label are ever deleted. A namespace that holds objects the
     collection did not create (no C(part-of) label of the collection, no owner, not one of Kubernetes' own
     defaults) is kept unless O(prune_namespaces_with_foreign_objects) is set. C(default), C(kube-system),
-    C(kube-public) and C(kube-node-lease) are never deleted. That check lists each namespaced kind once, at its
-    group's preferred version (never v1 Endpoints or Events), so no deprecated API version is called.
+    C(kube-public) and C(kube-node-lease) are never deleted. That check lists each namespaced kind that takes a
+    list (its discovery verbs in O(api_table); v1 C(Binding) and C(LocalSubjectAccessReview) take a create only)
+    once, at its group's preferred version (never v1 Endpoints or Events), so no deprecated API version is called.
   - A member whose deletion began earlier (C(metadata.deletionTimestamp) set; finalizers hold it) counts as gone.
     It is not deleted again and does not make the run changed; RV(finalizing) names it.
   - Used by the C(gpuops.platform.k8s_apply) role after a layer's objects are applied; connection options come from

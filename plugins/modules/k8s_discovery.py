@@ -64,11 +64,14 @@ api_table:
   description:
     - One entry per served top-level resource (subresources are not listed), for every served version.
     - C(preferred) is true for the rows of the group's preferred version.
+    - C(verbs) are the resource's verbs as discovery names them, sorted; a virtual kind such as v1 C(Binding) or
+      C(LocalSubjectAccessReview) takes C(create) only, so nothing lists it.
   returned: always
   type: list
   elements: dict
   sample:
-    - {group: apps, version: v1, kind: Deployment, resource: deployments, namespaced: true, preferred: true}
+    - {group: apps, version: v1, kind: Deployment, resource: deployments, namespaced: true, preferred: true,
+       verbs: [create, delete, deletecollection, get, list, patch, update, watch]}
 api_kinds:
   description: Sorted C(apiVersion/Kind) strings of every served version.
   returned: always

@@ -95,8 +95,9 @@ attributes:
       nothing. Nothing is waited for.
   diff_mode:
     support: full
-    details: Each object's result carries C(diff), the fields that differ between the object before and after the
-      apply (or the dry run), in kubernetes.core.k8s's shape.
+    details: RV(diff) holds a before and after block per object that changes (or would change, in check mode), which
+      C(--diff) prints; each object's result carries C(diff) too, the fields that differ, in kubernetes.core.k8s's
+      shape. A Secret's values never show, in either.
   idempotent:
     support: full
     details: An apply of the same definitions changes no object the second time; the server keeps their
@@ -158,9 +159,25 @@ result:
           sample: {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator", "resourceVersion": "42"}}
         diff:
           description: In diff mode, C(before) and C(after), the parts of the object that differ (empty when
-            unchanged; C(before) is empty for a new object).
+            unchanged; C(before) is empty for a new object); a Secret's values hidden as in RV(diff).
           type: dict
           returned: in diff mode
+diff:
+  description:
+    - In diff mode, one entry per object that the apply changed (in check mode, would change), in the order applied;
+      none for an unchanged object. ansible-core's callbacks print each as a unified diff under its headers.
+    - C(before) and C(after) are the whole object without the server's bookkeeping (C(managedFields),
+      C(resourceVersion), C(generation), C(creationTimestamp), C(uid)); C(before) is empty for a new object.
+    - A Secret's C(data) and C(stringData) values (and the C(kubectl.kubernetes.io/last-applied-configuration)
+      annotation) show as C(<hidden>), or C(<hidden, changed>) where the value changed.
+  returned: in diff mode
+  type: list
+  elements: dict
+  sample:
+    - before: {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: b}, data: {x: "1"}}
+      after: {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: b}, data: {x: "2"}}
+      before_header: ConfigMap b/a
+      after_header: ConfigMap b/a
 warnings:
   description: Warnings the API server sent (C(Warning) headers), each once.
   returned: when the server sent any
@@ -246,7 +263,8 @@ def main():
                          result={"results": results})
     for warning in applier.warnings:
         module.warn(warning)
-    module.exit_json(changed=changed, result={"results": results})
+    extra = {"diff": applier.diffs} if module._diff else {}
+    module.exit_json(changed=changed, result={"results": results}, **extra)
 
 
 if __name__ == "__main__":

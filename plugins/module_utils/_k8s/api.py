@@ -73,7 +73,8 @@ class Api(object):
                 for o in found.get("items") or []]
 
     def listable(self, row, namespace=None):
-        """As list, or None when the resource takes no list (405: a virtual kind such as Binding)."""
+        """As list, or None when the resource takes no list (405: a virtual kind such as Binding, in a table built by
+        hand without verbs; a discovered table names the verbs, see discovery.allows)."""
         try:
             return self.list(row, namespace)
         except MethodNotAllowedError:

@@ -19,9 +19,13 @@ The table is a list of dicts, one per served top-level resource (subresources
 are not listed), each exactly::
 
     {"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments",
-     "namespaced": True, "preferred": True}
+     "namespaced": True, "preferred": True, "verbs": ["create", "delete", ..., "list", ...]}
 
-``preferred``: this version is the group's preferred one. The functions here are
+``preferred``: this version is the group's preferred one. ``verbs``: what the
+resource takes, as discovery names them (APIResource.verbs); a virtual kind such
+as v1 Binding or authorization.k8s.io's LocalSubjectAccessReview takes only
+``create``, so a list of it is 405 MethodNotAllowed. A row built by hand may
+lack ``verbs``; it is then taken to allow every verb. The functions here are
 pure; the one that reads the server takes a ``get(path, accept)`` callable.
 """
 
@@ -41,6 +45,7 @@ JSON = "application/json"
 AGGREGATED_KIND = "APIGroupDiscoveryList"
 STALE = "Stale"
 KEYS = ("group", "version", "kind", "resource", "namespaced", "preferred")
+VERBS = "verbs"  # a row key that discovery always fills; optional in a table given by hand
 
 
 class DiscoveryError(Exception):
@@ -51,10 +56,19 @@ class Unavailable(Exception):
     """A group-version that cannot be read now (503 from an aggregated API without endpoints, or 404)."""
 
 
-def entry(group, version, kind, resource, namespaced, preferred):
-    """One row of the table."""
-    return {"group": group or "", "version": version, "kind": kind, "resource": resource,
-            "namespaced": bool(namespaced), "preferred": bool(preferred)}
+def entry(group, version, kind, resource, namespaced, preferred, verbs=None):
+    """One row of the table; ``verbs`` (the discovery document's) only where known."""
+    row = {"group": group or "", "version": version, "kind": kind, "resource": resource,
+           "namespaced": bool(namespaced), "preferred": bool(preferred)}
+    if verbs is not None:
+        row[VERBS] = sorted(set(verbs))
+    return row
+
+
+def allows(row, verb):
+    """Whether a row's resource takes ``verb`` (``list``, ``create``...): its discovery verbs name it, or the row
+    names no verbs (built by hand)."""
+    return VERBS not in row or verb in (row[VERBS] or [])
 
 
 def group_version(group, version):
@@ -105,7 +119,8 @@ def parse_aggregated(doc):
                 kind = (res.get("responseKind") or {}).get("kind")
                 if not res.get("resource") or not kind:
                     continue  # nothing a request could name
-                table.append(entry(group, version, kind, res["resource"], res.get("scope") == "Namespaced", index == 0))
+                table.append(entry(group, version, kind, res["resource"], res.get("scope") == "Namespaced", index == 0,
+                                   res.get("verbs") or []))
     return table, stale
 
 
@@ -176,7 +191,7 @@ def legacy_group_versions(core_doc, groups_doc):
 def parse_resource_list(group, version, preferred, doc):
     """The rows of one group-version's APIResourceList (legacy discovery); ``name/sub`` entries are subresources."""
     _need(doc, ("APIResourceList",), group_version_path(group, version))
-    return [entry(group, version, res["kind"], res["name"], res.get("namespaced"), preferred)
+    return [entry(group, version, res["kind"], res["name"], res.get("namespaced"), preferred, res.get("verbs") or [])
             for res in doc.get("resources") or [] if res.get("name") and "/" not in res["name"] and res.get("kind")]
 
 
@@ -261,10 +276,13 @@ def find(table, group, kind, version=None):
     return None
 
 
-def preferred_namespaced(table):
-    """One row per namespaced kind of each group's preferred version (older versions may be deprecated)."""
+def preferred_namespaced(table, verb=None):
+    """One row per namespaced kind of each group's preferred version (older versions may be deprecated); with
+    ``verb``, only those whose resource takes it (``list``: the kinds a namespace can be listed for, see allows)."""
     out, seen = [], set()
     for row in table or []:
+        if verb and not allows(row, verb):
+            continue
         if row["preferred"] and row["namespaced"] and (row["group"], row["kind"]) not in seen:
             seen.add((row["group"], row["kind"]))
             out.append(row)
@@ -289,4 +307,8 @@ def check_table(table):
         if missing:
             raise DiscoveryError("api_table: row %r lacks %s (give the gpuops_k8s_api_table fact as it is)"
                                  % (row, ", ".join(missing)))
+        verbs = row.get(VERBS, [])
+        if not isinstance(verbs, list) or not all(isinstance(v, str) for v in verbs):
+            raise DiscoveryError("api_table: row %r: verbs must be a list of strings, as discovery names them "
+                                 "(give the gpuops_k8s_api_table fact as it is)" % (row,))
     return table

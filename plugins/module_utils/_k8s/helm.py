@@ -184,3 +184,70 @@ def decide(release, listed=None, history=None, values=None, recover=True):
     # failed or superseded: Helm upgrades from these.
     out.update(action="upgrade", reason="%s at revision %d" % (state, out["revision"]))
     return out
+
+
+ACTIONS = ("install", "upgrade", "rollback", "uninstall")
+
+
+def action_args(action, release, timeout, values_file=None, wait=True):
+    """The one helm command of an action on a release (``release``: name, namespace, chart_ref, chart_repo_url,
+    chart_version, create_namespace, rollback_to), connection settings aside (environment variables).
+
+    ``install`` and ``upgrade`` are one ``helm upgrade --install`` (as kubernetes.core.helm runs it: the values reset
+    to the chart's and then the given file's), printing the release as JSON; ``rollback`` rolls back to
+    ``rollback_to``; ``uninstall`` removes the release and its history. Each waits (``wait``) up to ``timeout``."""
+    if action not in ACTIONS:
+        raise ValueError("action must be one of %s, got %r" % (", ".join(ACTIONS), action))
+    check_release(release)
+    name, where = to_text(release["name"]), ["--namespace", to_text(release["namespace"])]
+    waits = (["--wait"] if wait else []) + (["--timeout", to_text(timeout)] if timeout else [])
+    if action == "uninstall":
+        return ["uninstall", name] + where + waits
+    if action == "rollback":
+        target = int(release.get("rollback_to") or 0)
+        if target < 1:
+            raise ValueError("Helm release %s: a rollback needs the revision to roll back to (rollback_to), got %r"
+                             % (name, release.get("rollback_to")))
+        return ["rollback", name, str(target)] + where + waits
+    if not release.get("chart_ref"):
+        raise ValueError("Helm release %s: an %s needs chart_ref (a chart name, path or oci:// reference)" % (name, action))
+    args = ["upgrade", "--install", name, to_text(release["chart_ref"])] + where
+    if release.get("chart_version") and release.get("source") != "path":  # a chart from a path is the version it is
+        args += ["--version", to_text(release["chart_version"])]
+    if release.get("chart_repo_url"):
+        args += ["--repo", to_text(release["chart_repo_url"])]
+    if release.get("create_namespace"):
+        args.append("--create-namespace")
+    args += ["--reset-values"] + waits
+    if values_file:
+        args += ["--values", values_file]
+    return args + ["-o", "json"]
+
+
+def deployed(printed):
+    """What a result may say of the release that ``helm upgrade --install -o json`` printed: name, namespace,
+    revision, status, chart and version; never its values (``config``) or manifest."""
+    if not isinstance(printed, Mapping):
+        raise ValueError("helm printed %s, not a release" % type(printed).__name__)
+    chart = ((printed.get("chart") or {}).get("metadata")) or {}
+    return {"name": to_text(printed.get("name") or ""), "namespace": to_text(printed.get("namespace") or ""),
+            "revision": int(printed.get("version") or 0), "status": to_text((printed.get("info") or {}).get("status") or ""),
+            "chart": to_text(chart.get("name") or ""), "chart_version": to_text(chart.get("version") or "")}
+
+
+def action_diff(action, release, plan):
+    """The before/after block of an action (a task's ``diff``): the release as helm_releases found it (``plan``: state,
+    revision) and as the action leaves it; chart and version only, never values (their digest neither)."""
+    plan = plan or {}
+    label = "Helm release %s/%s" % (to_text(release["namespace"]), to_text(release["name"]))
+    before = {"status": to_text(plan.get("state") or "") or "not installed", "revision": int(plan.get("revision") or 0)}
+    if action == "uninstall":
+        after = {"status": "not installed"}
+    elif action == "rollback":
+        after = {"status": "deployed", "revision": int(release.get("rollback_to") or 0), "rolled back": True}
+    else:
+        after = {"status": "deployed", "chart": to_text(release.get("chart_ref") or ""),
+                 "chart_version": to_text(release.get("chart_version") or ""), "values": "as given (not shown)"}
+    if plan.get("reason"):
+        after["reason"] = to_text(plan["reason"])
+    return {"before": before, "after": after, "before_header": label, "after_header": "%s (%s)" % (label, action)}

@@ -10,7 +10,7 @@ The decisions are applyset.py's (pure); this module makes the calls, through
 api.Api (paths from the served API table, so no discovery happens here):
 - one LIST of the parent Secrets of the namespace;
 - one LIST per group-kind that a parent records or a plan has, for every set at once;
-- per namespace about to be pruned, one LIST per namespaced kind at its preferred version (foreign objects);
+- per namespace about to be pruned, one LIST per listable namespaced kind at its preferred version (foreign objects);
 - a DELETE per pruned member, and a server-side apply per parent that changed (after a GET of the namespace).
 """
 
@@ -61,10 +61,11 @@ def _list_members(api, group_kind, ids):
 
 
 def _foreign_in(api, namespace, set_id):
-    """Objects in ``namespace`` that the collection did not create: one list per namespaced kind, at the group's
-    preferred version (every served version shows the same objects; older ones may be deprecated)."""
+    """Objects in ``namespace`` that the collection did not create: one list per namespaced kind that takes a list
+    (discovery's verbs: v1 Binding and LocalSubjectAccessReview take only create), at the group's preferred version
+    (every served version shows the same objects; older ones may be deprecated)."""
     foreign = []
-    for row in discovery.preferred_namespaced(api.table):
+    for row in discovery.preferred_namespaced(api.table, "list"):
         if (row["group"], row["kind"]) in aset.NOT_LISTED_FOR_FOREIGN:
             continue
         items = api.listable(row, namespace)

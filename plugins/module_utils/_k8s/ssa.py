@@ -44,6 +44,11 @@ CRD_KIND, CRD_API = "CustomResourceDefinition", "apiextensions.k8s.io/v1"
 # What a dry run returns differently from the object before without any change being planned: the
 # server's bookkeeping of the request itself (metav1.ObjectMeta: set by the server, read-only).
 BOOKKEEPING = ("managedFields", "resourceVersion", "generation", "creationTimestamp")
+# What a diff never shows of a Secret (v1): its values, and the annotation that kubectl's client-side apply fills
+# with a copy of them.
+SECRET_FIELDS = ("data", "stringData")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+HIDDEN, CHANGED = "<hidden>", "<hidden, changed>"
 # RFC 7234 section 5.5 as the API server writes it: warn-code, warn-agent, quoted warn-text.
 WARNING = re.compile(r'([0-9]{3}) (\S+) "((?:[^"\\]|\\.)*)"')
 
@@ -186,12 +191,63 @@ def is_changed(before, after, dry_run):
     return _without_bookkeeping(before) != _without_bookkeeping(after)
 
 
+def _mask_values(mine, before):
+    """A Secret's ``data`` or ``stringData`` with every value hidden: HIDDEN, or CHANGED where ``before`` (the other
+    side's, None for the before side itself) differs, so that a diff shows which keys came, went or changed, never a
+    value."""
+    if not isinstance(mine, dict):
+        return mine if mine is None else HIDDEN
+    if before is None:
+        return dict((k, HIDDEN) for k in mine)
+    before = before if isinstance(before, dict) else {}
+    return dict((k, HIDDEN if k in before and before[k] == v else CHANGED) for k, v in mine.items())
+
+
+def masked(obj, before=None):
+    """``obj`` as a diff may show it: a Secret's values (data, stringData, and the last-applied-configuration
+    annotation, which holds them too) hidden; for the after side, ``before`` is the object before, so that a changed
+    value shows as CHANGED."""
+    if not isinstance(obj, dict) or obj.get("kind") != "Secret" or obj.get("apiVersion") != "v1":
+        return obj
+    old = before if isinstance(before, dict) else ({} if before is not None else None)
+    out = dict(obj)
+    for key in SECRET_FIELDS:
+        if key in out:
+            out[key] = _mask_values(out[key], None if old is None else old.get(key, {}))
+    annotations = (out.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+        theirs = None if old is None else (((old.get("metadata") or {}).get("annotations")) or {}).get(LAST_APPLIED)
+        same = old is None or theirs == annotations[LAST_APPLIED]
+        out["metadata"] = dict(out["metadata"], annotations=dict(annotations, **{LAST_APPLIED: HIDDEN if same else CHANGED}))
+    return out
+
+
 def object_diff(before, after):
-    """``{"before", "after"}`` of what differs (kubernetes.core.k8s's shape: only differing keys; {} before a create)."""
-    found = recursive_diff(before or {}, after or {})
+    """``{"before", "after"}`` of what differs (kubernetes.core.k8s's shape: only differing keys; {} before a create);
+    a Secret's values hidden (masked)."""
+    found = recursive_diff(masked(before) or {}, masked(after, before or {}) or {})
     if not found:
         return {}
     return {"before": found[0], "after": found[1]}
+
+
+def shown(obj):
+    """An object as a diff block shows it: without what the server writes for its own bookkeeping (managedFields,
+    resourceVersion, generation, creationTimestamp, uid)."""
+    obj = _without_bookkeeping(obj)
+    obj["metadata"] = dict((k, v) for k, v in obj["metadata"].items() if k != "uid")
+    return obj
+
+
+def diff_block(obj, before, after, dry_run):
+    """One entry of the task's ``diff`` (ansible-core's callbacks print a list of them, each a unified diff of
+    ``before`` and ``after`` under its headers): the whole object before and after, as ``shown``, a Secret's values
+    hidden; ``before`` is empty for a new object."""
+    label = describe(obj)
+    old = shown(before) if before is not None else None
+    return {"before": masked(old) if old is not None else "", "after": masked(shown(after), old or {}),
+            "before_header": label if before is not None else "%s (absent)" % label,
+            "after_header": "%s%s" % (label, " (dry run)" if dry_run else "")}
 
 
 def _managers(body):
@@ -239,6 +295,7 @@ class Applier(object):
         self._sleep = sleep
         self._clock = clock
         self.warnings = []
+        self.diffs = []  # the diff blocks of the objects that changed, in diff mode
 
     def _call(self, method, path, query=None, body=None, content_type=None):
         try:
@@ -294,6 +351,8 @@ class Applier(object):
         result = {"changed": changed, "method": "apply", "result": after}
         if self.diff:
             result["diff"] = object_diff(before, after) if changed else {}
+            if changed:
+                self.diffs.append(diff_block(obj, before, after, self.dry_run))
         return result
 
     def apply_groups(self, groups):

@@ -51,8 +51,19 @@ Beyond server-side apply it follows the API reference where the roles rely on it
   for every request to it; every warning sent is recorded in `warnings`;
 - a server-side apply PATCH answers with the object as stored (as a GET would),
   or as it would be stored for a dry run;
-- a virtual kind that only takes a create (v1 Binding, discovery verbs [create])
-  answers any other method with 405 MethodNotAllowed.
+- POST creates an object (409 AlreadyExists when there is one) and PUT replaces one (404
+  when there is none, 409 Conflict for a stale metadata.resourceVersion), as client-go's
+  typed clients call them (helm's release storage and resources); the field manager is
+  fieldManager, else the client's user agent up to its first "/";
+- every resource names its verbs in discovery as the real server does (k8s.io/apiserver's
+  installer: a storage that cannot list has no `list` route); a request whose verb the
+  resource lacks (a LIST of v1 Binding or of authorization.k8s.io's
+  LocalSubjectAccessReview, which take only create) answers 405 MethodNotAllowed with the
+  Status that go-restful's unmatched method gets from the API server;
+- a new object in a Terminating namespace is refused by the NamespaceLifecycle admission
+  plugin: 403 Forbidden, `<resource>[.<group>] "<name>" is forbidden: unable to create
+  new content in namespace <ns> because it is being terminated`, with the
+  NamespaceTerminating cause; a change to an object already there is let through.
 """
 import base64
 import copy
@@ -85,11 +96,31 @@ DEPRECATED = {
     ("v1", "Endpoints"): "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice",
 }
 RESOURCES["v1"].append(("endpoints", "Endpoints", True))
-VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
-# Virtual kinds that take only a create (v1 Binding: its discovery verbs are [create]); any other method on them
-# is 405 MethodNotAllowed, as on the real server.
-CREATE_ONLY = {("v1", "bindings")}
-RESOURCES["v1"].append(("bindings", "Binding", True))
+# The discovery verbs of a stored resource (APIResource.verbs), as the real server names them.
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+# Resources whose verbs differ, as kube-apiserver 1.36 serves them: the virtual kinds that take only a create
+# (their storage is a Creater alone: a review is answered, not stored), and Namespace, whose storage has no
+# DeleteCollection. Any verb not named is 405 MethodNotAllowed.
+CREATE = ["create"]
+OWN_VERBS = {
+    ("v1", "namespaces"): ["create", "delete", "get", "list", "patch", "update", "watch"],
+    ("v1", "bindings"): CREATE,
+    ("v1", "componentstatuses"): ["get", "list"],
+    ("authentication.k8s.io/v1", "tokenreviews"): CREATE,
+    ("authentication.k8s.io/v1", "selfsubjectreviews"): CREATE,
+    ("authorization.k8s.io/v1", "localsubjectaccessreviews"): CREATE,
+    ("authorization.k8s.io/v1", "selfsubjectaccessreviews"): CREATE,
+    ("authorization.k8s.io/v1", "selfsubjectrulesreviews"): CREATE,
+    ("authorization.k8s.io/v1", "subjectaccessreviews"): CREATE,
+}
+RESOURCES["v1"] += [("bindings", "Binding", True), ("componentstatuses", "ComponentStatus", False)]
+RESOURCES["authentication.k8s.io/v1"] = [("selfsubjectreviews", "SelfSubjectReview", False),
+                                         ("tokenreviews", "TokenReview", False)]
+RESOURCES["authorization.k8s.io/v1"] = [
+    ("localsubjectaccessreviews", "LocalSubjectAccessReview", True),
+    ("selfsubjectaccessreviews", "SelfSubjectAccessReview", False),
+    ("selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
+    ("subjectaccessreviews", "SubjectAccessReview", False)]
 # (group/version, plural) -> its subresources (name, verbs), in both discovery documents: name/sub entries of the
 # APIResourceList, APISubresourceDiscovery entries of the aggregated one (most answer their resource's kind).
 SUBRESOURCES = {
@@ -129,7 +160,16 @@ AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryLi
 
 def _verbs(gv, plural):
     """A resource's discovery verbs."""
-    return ["create"] if (gv, plural) in CREATE_ONLY else VERBS
+    return list(OWN_VERBS.get((gv, plural), VERBS))
+
+
+def _verb(method, name):
+    """The verb of a request (k8s.io/apiserver's RequestInfo): a GET of a collection is list, of one object get;
+    a DELETE of a collection is deletecollection; a POST of a collection create, a PUT of an object update; a
+    server-side apply or merge patch is patch."""
+    return {("GET", False): "list", ("GET", True): "get", ("DELETE", False): "deletecollection",
+            ("DELETE", True): "delete", ("POST", False): "create", ("PUT", True): "update"}.get(
+        (method, bool(name)), method.lower())
 
 
 def _version_key(version):
@@ -245,6 +285,97 @@ def _selector(text):
     return lambda labels: all(t(labels) for t in terms)
 
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+PROTOBUF_MAGIC = b"k8s\x00"
+
+
+def _wire(data):
+    """Protocol buffers' wire format: [(field number, wire type, value)]; a varint as int, a length-delimited field as
+    bytes (fixed 32/64-bit fields as bytes too)."""
+    out, pos = [], 0
+
+    def varint():
+        nonlocal pos
+        shift = value = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+    while pos < len(data):
+        key = varint()
+        number, kind = key >> 3, key & 7
+        if kind == 0:
+            out.append((number, kind, varint()))
+        elif kind == 2:
+            size = varint()
+            out.append((number, kind, data[pos:pos + size]))
+            pos += size
+        elif kind in (1, 5):
+            size = 8 if kind == 1 else 4
+            out.append((number, kind, data[pos:pos + size]))
+            pos += size
+        else:
+            raise ValueError("protobuf wire type %d is not supported" % kind)
+    return out
+
+
+def _pb_map(entries, binary=False):
+    """A protobuf map<string, string|bytes> (repeated entries of key 1, value 2); bytes as base64, as JSON has them."""
+    out = {}
+    for raw in entries:
+        fields = dict((n, v) for n, k, v in _wire(raw))
+        value = fields.get(2, b"")
+        out[fields.get(1, b"").decode()] = base64.b64encode(value).decode() if binary else value.decode()
+    return out
+
+
+def _pb_meta(data):
+    """The ObjectMeta fields a client sets on a create or update (k8s.io/apimachinery's generated.proto)."""
+    fields = _wire(data)
+    meta = {}
+    for number, key in ((1, "name"), (2, "generateName"), (3, "namespace"), (6, "resourceVersion")):
+        found = [v for n, k, v in fields if n == number]
+        if found and found[-1]:
+            meta[key] = found[-1].decode()
+    for number, key in ((11, "labels"), (12, "annotations")):
+        found = _pb_map([v for n, k, v in fields if n == number])
+        if found:
+            meta[key] = found
+    finalizers = [v.decode() for n, k, v in fields if n == 14]
+    if finalizers:
+        meta["finalizers"] = finalizers
+    return meta
+
+
+def _from_protobuf(body):
+    """A v1 Secret or ConfigMap sent as protobuf (client-go's typed clients send built-in kinds so, helm's release
+    storage among them): the runtime.Unknown envelope after the magic bytes, then the object (k8s.io/api's
+    generated.proto). Anything else is refused, as a kind this server cannot read."""
+    if not body.startswith(PROTOBUF_MAGIC):
+        raise ValueError("a protobuf body starts with the magic bytes k8s\\x00")
+    envelope = dict((n, v) for n, k, v in _wire(body[len(PROTOBUF_MAGIC):]))
+    type_meta = dict((n, v.decode()) for n, k, v in _wire(envelope.get(1, b"")))
+    api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
+    fields = _wire(envelope.get(2, b""))
+    obj = {"apiVersion": api_version, "kind": kind,
+           "metadata": _pb_meta(next((v for n, k, v in fields if n == 1), b""))}
+    if (api_version, kind) == ("v1", "Secret"):
+        data, type_ = _pb_map([v for n, k, v in fields if n == 2], binary=True), [v for n, k, v in fields if n == 3]
+        string_data = _pb_map([v for n, k, v in fields if n == 4])
+        obj.update(dict((k, v) for k, v in (("data", data), ("stringData", string_data)) if v))
+        if type_:
+            obj["type"] = type_[-1].decode()
+    elif (api_version, kind) == ("v1", "ConfigMap"):
+        data, binary = _pb_map([v for n, k, v in fields if n == 2]), _pb_map([v for n, k, v in fields if n == 3], True)
+        obj.update(dict((k, v) for k, v in (("data", data), ("binaryData", binary)) if v))
+    else:
+        raise ValueError("this server reads no %s/%s as protobuf" % (api_version, kind))
+    return obj
+
+
 class FakeAPIServer:
     def __init__(self, version="1.34"):
         self.version = version
@@ -286,6 +417,12 @@ class FakeAPIServer:
 
             def do_DELETE(self):  # noqa: N802
                 server.handle(self, "DELETE")
+
+            def do_POST(self):  # noqa: N802
+                server.handle(self, "POST")
+
+            def do_PUT(self):  # noqa: N802
+                server.handle(self, "PUT")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
@@ -419,6 +556,87 @@ class FakeAPIServer:
         return code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                       "message": message, "reason": reason, "code": code}
 
+    def _write(self, method, asked, gv, plural, kind, namespaced, ns, name, body, query, agent, ctype):
+        """POST (create) and PUT (update, a whole object): the calls of client-go's typed clients (helm's storage,
+        its resources). The field manager is fieldManager, else the client's user agent up to its first "/", as the
+        API server derives it; it takes every field it sends (operation Update)."""
+        try:
+            obj = _from_protobuf(body) if ctype.split(";")[0].strip() == PROTOBUF else json.loads(body or b"{}")
+        except (ValueError, IndexError) as exc:
+            return self._status(400, "BadRequest", "the body of the request was in an unknown format: %s" % exc)
+        if obj.get("stringData"):  # written into data, as the API server's Secret strategy does
+            obj["data"] = dict(obj.get("data") or {}, **dict(
+                (k, base64.b64encode(v.encode()).decode()) for k, v in obj.pop("stringData").items()))
+        meta = obj.setdefault("metadata", {})
+        if method == "POST":
+            name = meta.get("name")
+        elif meta.get("name") != name:
+            return self._status(400, "BadRequest", "the name of the object (%s) does not match the name on the URL (%s)"
+                                % (meta.get("name"), name))
+        if not name:
+            return self._status(400, "BadRequest", "resource name may not be empty")
+        if namespaced:
+            if meta.get("namespace", ns) != ns:
+                return self._status(400, "BadRequest", "the namespace of the provided object does not match the "
+                                                       "namespace sent on the request")
+            meta["namespace"] = ns
+            if ("v1", "namespaces", "", ns) not in self.objects:
+                return self._status(404, "NotFound", 'namespaces "%s" not found' % ns)
+        key = (gv, plural, ns, name)
+        existing = self.objects.get(key)
+        if method == "POST" and existing is not None:
+            code, status = self._status(409, "AlreadyExists", '%s "%s" already exists' % (plural, name))
+            status["details"] = {"name": name, "kind": plural}
+            return code, status
+        if method == "PUT" and existing is None:
+            return self._status(404, "NotFound", '%s "%s" not found' % (plural, name))
+        if method == "POST" and namespaced and self.objects[("v1", "namespaces", "", ns)]["metadata"].get("deletionTimestamp"):
+            return self._terminating(asked, plural, name, ns)
+        if method == "PUT" and meta.get("resourceVersion") and \
+                meta["resourceVersion"] != existing["metadata"].get("resourceVersion"):
+            return self._status(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the object has been '
+                                                 'modified; please apply your changes to the latest version and try again'
+                                % (plural, name))
+        manager = (query.get("fieldManager") or [""])[0] or agent.split("/", 1)[0] or "unknown"
+        obj = _drop_nulls(dict(obj, apiVersion=gv, kind=kind))
+        kept = dict((k, v) for k, v in ((existing or {}).get("metadata") or {}).items()
+                    if k in ("uid", "creationTimestamp", "generation", "deletionTimestamp"))
+        obj["metadata"] = dict((k, v) for k, v in obj["metadata"].items() if k not in SERVER_METADATA)
+        obj["metadata"].update(kept)
+        if existing is None:
+            obj["metadata"].update(uid="uid-%d" % self._next_rv(), creationTimestamp=self.now())
+        if "status" in (existing or {}) and plural != "secrets":
+            obj["status"] = existing["status"]  # status is a subresource
+        managed = copy.deepcopy(self.managed.get(key, {}))
+        fields = _leaves(obj)
+        for m in managed:
+            managed[m]["fields"] = set(g for g in managed[m]["fields"] if not any(_overlap(f, g) for f in fields))
+        managed[manager] = {"operation": "Update", "apiVersion": gv, "fields": fields, "time": self.now()}
+        managed = dict((m, e) for m, e in managed.items() if e["fields"])
+        same = existing is not None and dict(obj, metadata=dict(obj["metadata"], resourceVersion=None)) == dict(
+            existing, metadata=dict(existing["metadata"], resourceVersion=None))
+        obj["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"] if same else str(self._next_rv())
+        if (query.get("dryRun") or [""])[0] == "All":
+            return (201 if existing is None else 200), self._view(self._shown(key, obj, managed), asked)
+        self.objects[key] = obj
+        self.managed[key] = managed
+        self._collect()
+        return (201 if existing is None else 200), self._view(self._shown(key, obj), asked)
+
+    def _terminating(self, gv, plural, name, ns):
+        """The NamespaceLifecycle admission plugin's refusal of new content (admission.NewForbidden: the resource
+        qualified by its group, then the name), with the NamespaceTerminating cause."""
+        group = gv.rpartition("/")[0]
+        resource = "%s.%s" % (plural, group) if group else plural
+        code, body = self._status(403, "Forbidden", '%s "%s" is forbidden: unable to create new content in namespace %s '
+                                                    'because it is being terminated' % (resource, name, ns))
+        body["details"] = {"name": name, "group": group, "kind": plural, "causes": [
+            {"reason": "NamespaceTerminating", "message": "namespace %s is being terminated" % ns,
+             "field": "metadata.namespace"}]}
+        if not group:
+            del body["details"]["group"]  # omitempty
+        return code, body
+
     def _aggregated(self, core):
         """APIGroupDiscoveryList (apidiscovery.k8s.io/v2): versions preferred first, as the API reference says."""
         groups = {}
@@ -441,7 +659,39 @@ class FakeAPIServer:
         return 200, {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
                      "items": items}, AGGREGATED
 
+    def _openapi(self, path):
+        """OpenAPI v3 (https://kubernetes.io/docs/concepts/overview/kubernetes-api/#openapi-v3): /openapi/v3 names a
+        document per group-version, each with its paths; the PATCH of an object takes the fieldValidation query
+        parameter, which is how kubectl's and helm's validation learn that the server validates fields itself (they
+        then send fieldValidation=Strict, and need no schema of their own)."""
+        served = self._group_versions()
+        if path == "/openapi/v3":
+            return 200, {"paths": dict(("api/%s" % gv if "/" not in gv else "apis/%s" % gv,
+                                        {"serverRelativeURL": "/openapi/v3/%s?hash=%d" % (
+                                            "api/%s" % gv if "/" not in gv else "apis/%s" % gv, self._rv)})
+                                       for gv in served)}
+        rest = path[len("/openapi/v3/"):]
+        gv = rest[len("api/"):] if rest.startswith("api/") else rest[len("apis/"):]
+        if gv not in served:
+            return None
+        group, dummy, version = gv.rpartition("/")
+        base = "/api/%s" % gv if not group else "/apis/%s" % gv
+        paths = {}
+        for plural, kind, namespaced in self._resources(gv):
+            if "patch" not in _verbs(gv, plural):
+                continue
+            named = "%s%s/%s/{name}" % (base, "/namespaces/{namespace}" if namespaced else "", plural)
+            paths[named] = {"patch": {
+                "operationId": "patch%s" % kind, "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": kind},
+                "parameters": [{"name": p, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+                               for p in ("dryRun", "fieldManager", "fieldValidation", "force")]}}
+        return 200, {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v%s.0" % self.version},
+                     "paths": paths}
+
     def _discovery(self, path, accept=""):
+        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            return self._openapi(path)
         if path == "/version":
             major, minor = self.version.split(".")
             return 200, {"major": major, "minor": minor, "gitVersion": "v%s.0" % self.version}
@@ -595,9 +845,11 @@ class FakeAPIServer:
                 kind, namespaced = kinds[plural]
             except (KeyError, IndexError):
                 return req._send(*self._status(404, "NotFound", "the server could not find the requested resource"))
-            if (asked, plural) in CREATE_ONLY and method != "POST":
-                return req._send(*self._status(405, "MethodNotAllowed",
-                                               "the server does not allow this method on the requested resource"))
+            if _verb(method, name) not in _verbs(asked, plural):
+                # No route for the method: go-restful's 405, written by the API server as a Status.
+                code, status = self._status(405, "MethodNotAllowed",
+                                            "the server does not allow this method on the requested resource")
+                return req._send(code, dict(status, details={}))
             req.warnings = self._warning(asked, kind)
             self.warnings += [(method, url.path, w) for w in req.warnings]
             gv = self._stored_as(asked, plural)
@@ -627,14 +879,16 @@ class FakeAPIServer:
                 # The object marked for deletion while finalizers hold it, else as it was.
                 after = self.objects.get(key)
                 return req._send(200, self._view(self._shown(key, after) if after is not None else before, asked))
+            if method in ("POST", "PUT"):
+                return req._send(*self._write(method, asked, gv, plural, kind, namespaced, ns, name, body, query,
+                                              req.headers.get("User-Agent") or "", ctype))
             # PATCH
             if namespaced and ns and ("v1", "namespaces", "", ns) not in self.objects:
                 return req._send(*self._status(404, "NotFound", 'namespaces "%s" not found' % ns))
             existing = self.objects.get(key)
             terminating = namespaced and ns and self.objects[("v1", "namespaces", "", ns)]["metadata"].get("deletionTimestamp")
             if existing is None and terminating:
-                return req._send(*self._status(403, "Forbidden", 'unable to create new content in namespace %s because '
-                                                                 'it is being terminated' % ns))
+                return req._send(*self._terminating(asked, plural, name, ns))
             patch = json.loads(body or b"{}")
             if "apply-patch" in ctype:
                 manager = (query.get("fieldManager") or [""])[0]

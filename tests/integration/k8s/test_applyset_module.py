@@ -162,11 +162,25 @@ def test_a_parent_of_another_tool_is_refused(api):
 
 
 def test_a_kind_that_takes_no_list_is_left_out_of_the_foreign_object_check(api):
-    """APIResource.verbs (API reference, discovery): v1 Binding takes only create, a LIST of it is 405
-    MethodNotAllowed. The table does not carry verbs, so the check takes the 405 as "nothing listable here"."""
+    """APIResource.verbs (API reference, discovery): v1 Binding and LocalSubjectAccessReview take only create, a LIST
+    of them is 405 MethodNotAllowed; the table carries the verbs, so the check never asks."""
     result = reconcile(api, tenant("team-a"))
     assert "Namespace team-b" in result["pruned"]
-    assert [r[1] for r in api.requests if r[1].endswith("/bindings")] == ["/api/v1/namespaces/team-b/bindings"]
+    assert not [r for r in api.requests if "/namespaces/team-b/" in r[1] and r[1].endswith(
+        ("/bindings", "/localsubjectaccessreviews"))], api.requests
+    # Every kind the namespace was checked for takes a list: no request was refused.
+    lists = [r[1].rpartition("/")[2] for r in api.requests if r[0] == "GET" and "/namespaces/team-b/" in r[1]]
+    assert "configmaps" in lists and "localqueues" in lists
+    assert not set(lists) & {"bindings", "localsubjectaccessreviews"}
+
+
+def test_a_hand_built_table_without_verbs_takes_the_405_as_nothing_listable(api):
+    """A table row without verbs (built by hand) allows every verb: the LIST of v1 Binding is asked, and its 405
+    MethodNotAllowed means nothing of that kind is there."""
+    rows = [dict((k, v) for k, v in r.items() if k != "verbs") for r in table(api)]
+    result = run(api, name=SET, objects=tenant("team-a"), api_table=rows)
+    assert not result["failed"] and "Namespace team-b" in result["pruned"]
+    assert "/api/v1/namespaces/team-b/bindings" in [r[1] for r in api.requests]
 
 
 def test_a_kind_missing_from_the_table_reads_it_again_once(api):

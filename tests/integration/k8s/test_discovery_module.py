@@ -62,11 +62,16 @@ def test_aggregated_discovery_takes_api_and_apis():
         table = result["api_table"]
         assert {"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments", "namespaced": True,
                 "preferred": True} not in table  # the fake serves no apps group
+        every = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         assert {"group": "", "version": "v1", "kind": "Secret", "resource": "secrets", "namespaced": True,
-                "preferred": True} in table
+                "preferred": True, "verbs": every} in table
         assert {"group": "kueue.x-k8s.io", "version": "v1beta1", "kind": "LocalQueue", "resource": "localqueues",
-                "namespaced": True, "preferred": False} in table
-        assert all(sorted(row) == ["group", "kind", "namespaced", "preferred", "resource", "version"] for row in table)
+                "namespaced": True, "preferred": False, "verbs": every} in table
+        # Each row carries its discovery verbs: the review kinds and v1 Binding take a create only.
+        assert {"group": "authorization.k8s.io", "version": "v1", "kind": "LocalSubjectAccessReview",
+                "resource": "localsubjectaccessreviews", "namespaced": True, "preferred": True, "verbs": ["create"]} in table
+        assert [r["verbs"] for r in table if r["resource"] == "bindings"] == [["create"]]
+        assert all(sorted(row) == ["group", "kind", "namespaced", "preferred", "resource", "verbs", "version"] for row in table)
         # Every served resource and version, once.
         assert sorted((r["group"], r["version"], r["resource"]) for r in table) == sorted(
             (gv.rpartition("/")[0], gv.rpartition("/")[2], plural) for gv, rows in RESOURCES.items() for plural, k, n in rows)
@@ -97,7 +102,8 @@ def test_a_crd_established_later_is_in_the_next_discovery():
         api.served["example.com/v1"] = [("widgets", "Widget", True)]
         result = discover(api)
         assert {"group": "example.com", "version": "v1", "kind": "Widget", "resource": "widgets", "namespaced": True,
-                "preferred": True} in result["api_table"]
+                "preferred": True, "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
+                                             "watch"]} in result["api_table"]
         assert "widgets.example.com" in result["api_resources"]
 
 

@@ -13,7 +13,12 @@ Each behaviour comes from the Kubernetes documentation:
 - discovery: https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api
   (APIGroup.preferredVersion, the aggregated APIGroupDiscoveryList of apidiscovery.k8s.io/v2);
 - warnings: https://kubernetes.io/blog/2020/09/03/warnings/ (the `Warning: 299 - "..."` header
-  on every request to a deprecated API).
+  on every request to a deprecated API);
+- verbs and admission: APIResource.verbs in the API reference (a verb a resource lacks is 405
+  MethodNotAllowed), the NamespaceLifecycle admission plugin (new content in a Terminating
+  namespace is 403 Forbidden).
+- writes: POST (create, AlreadyExists) and PUT (replace, stale resourceVersion), protobuf bodies of
+  built-in kinds as client-go sends them, OpenAPI v3 with the fieldValidation parameter of each PATCH.
 Plain HTTP, no Ansible: these run in a second.
 """
 import json
@@ -23,7 +28,7 @@ import urllib.request
 
 import pytest
 
-from fake_apiserver import FakeAPIServer
+from fake_apiserver import AGGREGATED, FakeAPIServer
 
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
@@ -273,3 +278,176 @@ def test_deprecated_versions_answer_with_a_warning_header(api):
         '299 - "v1 Endpoints is deprecated')
     assert call_with_headers(api, "GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues")[2]["Warning"] is None
     assert [w[1] for w in api.warnings] == ["/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "/api/v1/namespaces/x/endpoints"]
+
+
+METHOD_NOT_ALLOWED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": "the server does not allow this method on the requested resource",
+                      "reason": "MethodNotAllowed", "details": {}, "code": 405}
+
+
+@pytest.mark.parametrize("gv, plural, namespaced", [
+    ("v1", "bindings", True), ("authorization.k8s.io/v1", "localsubjectaccessreviews", True),
+    ("authorization.k8s.io/v1", "subjectaccessreviews", False), ("authorization.k8s.io/v1", "selfsubjectaccessreviews", False),
+    ("authorization.k8s.io/v1", "selfsubjectrulesreviews", False), ("authentication.k8s.io/v1", "tokenreviews", False),
+    ("authentication.k8s.io/v1", "selfsubjectreviews", False)])
+def test_the_review_kinds_and_binding_take_a_create_only(api, gv, plural, namespaced):
+    """kube-apiserver's discovery names verbs [create] for the virtual kinds (their storage is a Creater only), in
+    both documents; a list, get, delete or apply of them has no route: 405 MethodNotAllowed, a Status."""
+    base = ("/api/%s" % gv if "/" not in gv else "/apis/%s" % gv)
+    listed = call(api, "GET", base)[1]
+    assert [r["verbs"] for r in listed["resources"] if r["name"] == plural] == [["create"]]
+    group = gv.rpartition("/")[0]
+    aggregated = call(api, "GET", "/apis" if group else "/api", headers={"Accept": AGGREGATED})[1]
+    found = [r for g in aggregated["items"] if g["metadata"]["name"] == group for v in g["versions"]
+             for r in v["resources"] if r["resource"] == plural]
+    assert [(r["verbs"], r["scope"]) for r in found] == [(["create"], "Namespaced" if namespaced else "Cluster")]
+    collection = base + ("/namespaces/team-a" if namespaced else "") + "/" + plural
+    for method, path in (("GET", collection), ("GET", collection + "/x"), ("DELETE", collection + "/x"),
+                         ("PATCH", collection + "/x")):
+        assert call(api, method, path, {"apiVersion": gv, "kind": "X", "metadata": {"name": "x"}},
+                    fieldManager="m") == (405, METHOD_NOT_ALLOWED), (method, path)
+    assert api.writes() == [] or all(r[1].startswith(collection) for r in api.writes())
+    assert not [k for k in api.objects if k[1] == plural]
+
+
+def test_a_resource_answers_the_verbs_its_discovery_names(api):
+    """v1 Namespace names no deletecollection (its storage has none), v1 ComponentStatus get and list only; every
+    stored kind names the eight verbs of a plain registry store."""
+    resources = dict((r["name"], r["verbs"]) for r in call(api, "GET", "/api/v1")[1]["resources"])
+    assert resources["configmaps"] == ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+    assert resources["namespaces"] == ["create", "delete", "get", "list", "patch", "update", "watch"]
+    assert resources["componentstatuses"] == ["get", "list"]
+    assert call(api, "GET", "/api/v1/componentstatuses")[0] == 200
+    assert call(api, "DELETE", "/api/v1/namespaces") == (405, METHOD_NOT_ALLOWED)
+    assert call(api, "PATCH", "/api/v1/componentstatuses/etcd-0", {"apiVersion": "v1", "kind": "ComponentStatus",
+                                                                    "metadata": {"name": "etcd-0"}},
+                fieldManager="m") == (405, METHOD_NOT_ALLOWED)
+    # A listable kind still lists.
+    assert call(api, "GET", "/api/v1/nodes")[1]["items"][0]["metadata"]["name"] == "gpu-a"
+
+
+def configmap(name, ns="team-a"):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"a": "1"}}
+
+
+def test_new_content_in_a_terminating_namespace_is_forbidden(api):
+    """The NamespaceLifecycle admission plugin: while a namespace is Terminating, a create (a server-side apply of an
+    object that is not there) is 403 Forbidden, named by resource and group as admission.NewForbidden does, with the
+    NamespaceTerminating cause; an object still there may be changed."""
+    api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    kept = configmap("kept")
+    api.add(dict(kept, metadata=dict(kept["metadata"], finalizers=["example.com/hold"])))
+    api.add({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+             "metadata": {"name": "q", "namespace": "team-a", "finalizers": ["example.com/hold"]}})
+    assert call(api, "DELETE", "/api/v1/namespaces/team-a")[0] == 200
+    assert api.get("Namespace", "team-a")["status"]["phase"] == "Terminating"
+    code, body = call(api, "PATCH", "/api/v1/namespaces/team-a/configmaps/new", configmap("new"), fieldManager="m")
+    assert (code, body) == (403, {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden", "code": 403,
+        "message": 'configmaps "new" is forbidden: unable to create new content in namespace team-a because it is '
+                   'being terminated',
+        "details": {"name": "new", "kind": "configmaps", "causes": [
+            {"reason": "NamespaceTerminating", "message": "namespace team-a is being terminated",
+             "field": "metadata.namespace"}]}})
+    assert api.get("ConfigMap", "new", "team-a") is None
+    code, body = call(api, "PATCH", "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/other",
+                      {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                       "metadata": {"name": "other", "namespace": "team-a"}}, fieldManager="m")
+    assert code == 403 and body["message"].startswith('localqueues.kueue.x-k8s.io "other" is forbidden: unable to create')
+    assert body["details"]["group"] == "kueue.x-k8s.io"
+    # An object already there (held by its finalizer) takes a change; clearing the finalizer lets it go.
+    code, body = call(api, "PATCH", "/api/v1/namespaces/team-a/configmaps/kept", {"metadata": {"finalizers": None}},
+                      ctype=MERGE)
+    assert code == 200 and api.get("ConfigMap", "kept", "team-a") is None
+    # Another namespace is not affected.
+    api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
+    assert call(api, "PATCH", "/api/v1/namespaces/team-b/configmaps/new", configmap("new", "team-b"),
+                fieldManager="m")[0] == 201
+
+
+def protobuf_secret(name, labels, data):
+    """A v1 Secret as client-go's typed client sends it (application/vnd.kubernetes.protobuf): the magic bytes, then a
+    runtime.Unknown whose raw is the Secret (k8s.io/api/core/v1 generated.proto)."""
+    def field(number, payload):
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    def varint(value):
+        out = b""
+        while True:
+            byte = value & 0x7F
+            value >>= 7
+            out += bytes([byte | (0x80 if value else 0)])
+            if not value:
+                return out
+
+    def entry(key, value):
+        return field(1, key.encode()) + field(2, value)
+    meta = field(1, name.encode()) + b"".join(field(11, entry(k, v.encode())) for k, v in labels.items())
+    secret = field(1, meta) + b"".join(field(2, entry(k, v)) for k, v in data.items()) + field(3, b"helm.sh/release.v1")
+    type_meta = field(1, b"v1") + field(2, b"Secret")
+    return b"k8s\x00" + field(1, type_meta) + field(2, secret) + field(4, b"application/vnd.kubernetes.protobuf")
+
+
+def send(api, method, path, data, ctype, agent="helm/v3.18.0 (linux/amd64) kubernetes/abc"):
+    req = urllib.request.Request(api.url + path, method=method, data=data,
+                                 headers={"Content-Type": ctype, "User-Agent": agent})
+    try:
+        with urllib.request.urlopen(req) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_post_creates_and_put_replaces_as_client_gos_typed_clients_call_them(api):
+    """API concepts: POST to a collection creates (201; 409 AlreadyExists when the name is taken), PUT replaces an
+    object (404 when there is none; 409 Conflict for a stale resourceVersion); the field manager of a request without
+    fieldManager is the user agent's first part. A built-in kind may come as protobuf, as helm's storage sends it."""
+    api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    body = protobuf_secret("sh.helm.release.v1.demo.v1", {"owner": "helm", "status": "pending-install"},
+                           {"release": b"H4sI-payload"})
+    code, created = send(api, "POST", "/api/v1/namespaces/team-a/secrets", body, "application/vnd.kubernetes.protobuf")
+    assert code == 201, created
+    stored = api.get("Secret", "sh.helm.release.v1.demo.v1", "team-a")
+    assert stored["data"] == {"release": "SDRzSS1wYXlsb2Fk"} and stored["type"] == "helm.sh/release.v1"
+    assert stored["metadata"]["labels"] == {"owner": "helm", "status": "pending-install"}
+    assert [m["manager"] for m in created["metadata"]["managedFields"]] == ["helm"]
+    again = send(api, "POST", "/api/v1/namespaces/team-a/secrets", body, "application/vnd.kubernetes.protobuf")
+    assert again[0] == 409 and again[1]["reason"] == "AlreadyExists"
+    # PUT: the whole object; a stale resourceVersion is a conflict, a missing object 404.
+    rv = created["metadata"]["resourceVersion"]
+    update = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sh.helm.release.v1.demo.v1",
+                                                                 "labels": {"owner": "helm", "status": "deployed"}},
+              "data": {"release": "eA=="}}
+    code, replaced = send(api, "PUT", "/api/v1/namespaces/team-a/secrets/sh.helm.release.v1.demo.v1",
+                          json.dumps(dict(update, metadata=dict(update["metadata"], resourceVersion=rv))).encode(),
+                          "application/json")
+    assert code == 200 and replaced["data"] == {"release": "eA=="} and replaced["metadata"]["resourceVersion"] != rv
+    assert replaced["metadata"]["uid"] == created["metadata"]["uid"]
+    stale = send(api, "PUT", "/api/v1/namespaces/team-a/secrets/sh.helm.release.v1.demo.v1",
+                 json.dumps(dict(update, metadata=dict(update["metadata"], resourceVersion=rv))).encode(), "application/json")
+    assert stale[0] == 409 and "the object has been modified" in stale[1]["message"]
+    missing = send(api, "PUT", "/api/v1/namespaces/team-a/secrets/other", json.dumps(
+        dict(update, metadata={"name": "other"})).encode(), "application/json")
+    assert missing[0] == 404
+    # Not in a missing namespace, nor new content in a terminating one.
+    assert send(api, "POST", "/api/v1/namespaces/nowhere/configmaps", json.dumps(configmap("x", "nowhere")).encode(),
+                "application/json")[0] == 404
+    api.get("Secret", "sh.helm.release.v1.demo.v1", "team-a")["metadata"]["finalizers"] = ["example.com/hold"]
+    assert call(api, "DELETE", "/api/v1/namespaces/team-a")[0] == 200
+    code, body = send(api, "POST", "/api/v1/namespaces/team-a/configmaps", json.dumps(configmap("late")).encode(),
+                      "application/json")
+    assert code == 403 and body["message"].startswith('configmaps "late" is forbidden: unable to create new content')
+
+
+def test_openapi_v3_names_each_group_version_and_the_field_validation_of_each_patch(api):
+    """OpenAPI v3 (/openapi/v3 and one document per group-version): kubectl and helm validate on the server when a
+    PATCH takes the fieldValidation parameter; a create-only kind has no PATCH."""
+    code, index = call(api, "GET", "/openapi/v3")
+    assert code == 200 and index["paths"]["api/v1"]["serverRelativeURL"].startswith("/openapi/v3/api/v1?hash=")
+    code, core = call(api, "GET", index["paths"]["api/v1"]["serverRelativeURL"].split("?")[0])
+    patch = core["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "ConfigMap"}
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"] if p["in"] == "query"]
+    assert "/api/v1/nodes/{name}" in core["paths"]
+    assert not [p for p in core["paths"] if "/bindings/" in p]
+    assert call(api, "GET", "/openapi/v3/apis/example.com/v1")[0] == 404

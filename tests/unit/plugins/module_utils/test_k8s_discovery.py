@@ -12,17 +12,20 @@ import pytest
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery as d
 
 
-def resource(plural, kind, group, version, namespaced=True, subresources=()):
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+def resource(plural, kind, group, version, namespaced=True, subresources=(), verbs=None):
     return {"resource": plural, "responseKind": {"group": group, "version": version, "kind": kind},
             "scope": "Namespaced" if namespaced else "Cluster", "singularResource": kind.lower(),
-            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            "verbs": verbs or VERBS,
             "subresources": [{"subresource": s, "responseKind": {"group": group, "version": version, "kind": kind},
                               "verbs": ["get", "patch", "update"]} for s in subresources]}
 
 
 def group(name, *versions, **freshness):
     return {"metadata": {"name": name}, "versions": [
-        {"version": v, "resources": [resource(p, k, name, v, n, s) for p, k, n, s in rs],
+        {"version": v, "resources": [resource(r[0], r[1], name, v, *r[2:]) for r in rs],
          "freshness": freshness.get(v, "Current")} for v, rs in versions]}
 
 
@@ -32,7 +35,9 @@ def aggregated_list(*groups):
 
 CORE = aggregated_list(group("", ("v1", [("pods", "Pod", True, ("status", "log")),
                                          ("namespaces", "Namespace", False, ()),
-                                         ("endpoints", "Endpoints", True, ())])))
+                                         ("endpoints", "Endpoints", True, ()),
+                                         # A virtual kind: it takes a create only, no list (kube-apiserver's discovery).
+                                         ("bindings", "Binding", True, (), ["create"])])))
 APIS = aggregated_list(
     group("apps", ("v1", [("deployments", "Deployment", True, ("scale", "status"))])),
     group("kueue.x-k8s.io", ("v1beta2", [("localqueues", "LocalQueue", True, ()), ("clusterqueues", "ClusterQueue", False, ())]),
@@ -56,20 +61,20 @@ def server(docs, unavailable=()):
 def test_aggregated_documents_give_the_table_with_preferred_versions_first():
     table, stale = d.parse_aggregated(APIS)
     assert {"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments", "namespaced": True,
-            "preferred": True} in table
+            "preferred": True, "verbs": sorted(VERBS)} in table
     # The first version listed is the preferred one; every served version is a row.
     assert [(r["version"], r["preferred"]) for r in table if r["kind"] == "LocalQueue"] == [("v1beta2", True), ("v1beta1", False)]
     assert [r["namespaced"] for r in table if r["kind"] == "ClusterQueue"] == [False, False]
     # A Stale version (its aggregated API server did not answer) is left out and named.
     assert stale == ["visibility.kueue.x-k8s.io/v1beta1"]
     assert not [r for r in table if r["group"] == "visibility.kueue.x-k8s.io"]
-    assert all(sorted(r) == sorted(d.KEYS) for r in table)
+    assert all(sorted(r) == sorted(d.KEYS + ("verbs",)) for r in table)
 
 
 def test_subresources_are_not_rows():
     table, dummy = d.parse_aggregated(CORE)
-    assert sorted(r["resource"] for r in table) == ["endpoints", "namespaces", "pods"]
-    assert d.api_kinds(table) == ["v1/Endpoints", "v1/Namespace", "v1/Pod"]
+    assert sorted(r["resource"] for r in table) == ["bindings", "endpoints", "namespaces", "pods"]
+    assert d.api_kinds(table) == ["v1/Binding", "v1/Endpoints", "v1/Namespace", "v1/Pod"]
 
 
 def test_two_calls_where_the_server_aggregates():
@@ -124,18 +129,20 @@ LEGACY = {
                                                             "version": "v1beta1"}],
          "preferredVersion": {"groupVersion": "visibility.kueue.x-k8s.io/v1beta1", "version": "v1beta1"}}]},
     "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
-        {"name": "pods", "namespaced": True, "kind": "Pod"}, {"name": "pods/status", "namespaced": True, "kind": "Pod"},
-        {"name": "namespaces", "namespaced": False, "kind": "Namespace"},
-        {"name": "endpoints", "namespaced": True, "kind": "Endpoints"}]},
+        {"name": "pods", "namespaced": True, "kind": "Pod", "verbs": VERBS},
+        {"name": "pods/status", "namespaced": True, "kind": "Pod", "verbs": ["get", "patch", "update"]},
+        {"name": "namespaces", "namespaced": False, "kind": "Namespace", "verbs": VERBS},
+        {"name": "endpoints", "namespaced": True, "kind": "Endpoints", "verbs": VERBS},
+        {"name": "bindings", "namespaced": True, "kind": "Binding", "verbs": ["create"]}]},
     "/apis/apps/v1": {"kind": "APIResourceList", "groupVersion": "apps/v1", "resources": [
-        {"name": "deployments", "namespaced": True, "kind": "Deployment"},
-        {"name": "deployments/scale", "namespaced": True, "kind": "Scale"}]},
+        {"name": "deployments", "namespaced": True, "kind": "Deployment", "verbs": VERBS},
+        {"name": "deployments/scale", "namespaced": True, "kind": "Scale", "verbs": ["get", "patch", "update"]}]},
     "/apis/kueue.x-k8s.io/v1beta2": {"kind": "APIResourceList", "groupVersion": "kueue.x-k8s.io/v1beta2", "resources": [
-        {"name": "localqueues", "namespaced": True, "kind": "LocalQueue"},
-        {"name": "clusterqueues", "namespaced": False, "kind": "ClusterQueue"}]},
+        {"name": "localqueues", "namespaced": True, "kind": "LocalQueue", "verbs": VERBS},
+        {"name": "clusterqueues", "namespaced": False, "kind": "ClusterQueue", "verbs": VERBS}]},
     "/apis/kueue.x-k8s.io/v1beta1": {"kind": "APIResourceList", "groupVersion": "kueue.x-k8s.io/v1beta1", "resources": [
-        {"name": "localqueues", "namespaced": True, "kind": "LocalQueue"},
-        {"name": "clusterqueues", "namespaced": False, "kind": "ClusterQueue"}]},
+        {"name": "localqueues", "namespaced": True, "kind": "LocalQueue", "verbs": VERBS},
+        {"name": "clusterqueues", "namespaced": False, "kind": "ClusterQueue", "verbs": VERBS}]},
 }
 
 
@@ -187,7 +194,13 @@ def test_lookups_prefer_the_asked_then_the_preferred_version():
     # A kind of an older version only is not listed there: older versions may be deprecated.
     table.append(d.entry("kueue.x-k8s.io", "v1beta1", "OldQueue", "oldqueues", True, False))
     assert [(r["group"], r["kind"], r["version"]) for r in d.preferred_namespaced(table)] == [
-        ("apps", "Deployment", "v1"), ("kueue.x-k8s.io", "LocalQueue", "v1beta2"), ("", "Pod", "v1"), ("", "Endpoints", "v1")]
+        ("apps", "Deployment", "v1"), ("kueue.x-k8s.io", "LocalQueue", "v1beta2"), ("", "Pod", "v1"), ("", "Endpoints", "v1"),
+        ("", "Binding", "v1")]
+    # Asked for a verb, only the kinds that take it: v1 Binding takes a create only, no list.
+    assert [(r["group"], r["kind"]) for r in d.preferred_namespaced(table, "list")] == [
+        ("apps", "Deployment"), ("kueue.x-k8s.io", "LocalQueue"), ("", "Pod"), ("", "Endpoints")]
+    assert [r["kind"] for r in d.preferred_namespaced(table, "create")] == ["Deployment", "LocalQueue", "Pod", "Endpoints",
+                                                                            "Binding"]
     queue = d.find(table, "kueue.x-k8s.io", "LocalQueue")
     assert d.path(queue, "team-a", "default") == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/default"
     assert d.path(d.find(table, "", "Namespace"), "ignored", "team-a") == "/api/v1/namespaces/team-a"
@@ -202,3 +215,15 @@ def test_a_table_given_as_an_option_is_checked():
         d.check_table({"group": ""})
     with pytest.raises(d.DiscoveryError, match="lacks namespaced, preferred"):
         d.check_table([{"group": "", "version": "v1", "kind": "Pod", "resource": "pods"}])
+    pod = d.entry("", "v1", "Pod", "pods", True, True, ["list", "get"])
+    assert d.check_table([pod]) == [pod] and pod["verbs"] == ["get", "list"]
+    with pytest.raises(d.DiscoveryError, match="verbs must be a list of strings"):
+        d.check_table([dict(pod, verbs="list")])
+
+
+def test_a_row_allows_the_verbs_discovery_names_and_a_hand_built_row_any():
+    """APIResource.verbs (API reference): what a resource takes; a row without verbs was built by hand."""
+    binding = d.entry("", "v1", "Binding", "bindings", True, True, ["create"])
+    assert d.allows(binding, "create") and not d.allows(binding, "list")
+    assert not d.allows(d.entry("", "v1", "Pod", "pods", True, True, []), "list")
+    assert d.allows(d.entry("", "v1", "Pod", "pods", True, True), "list")

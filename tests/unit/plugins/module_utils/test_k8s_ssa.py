@@ -122,6 +122,72 @@ def test_check_mode_patches_with_dry_run_and_compares_without_the_servers_bookke
     assert [c[0] for c in server.calls] == ["GET", "PATCH"]
 
 
+def secret(name, namespace="team-a", **data):
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+def test_diff_mode_gives_one_block_per_changed_object_and_none_for_an_unchanged_one():
+    """ansible-core's callbacks print a task's ``diff`` list, one unified diff per entry with before_header and
+    after_header: the whole object before and after, without the server's bookkeeping."""
+    table = TABLE + [{"group": "", "version": "v1", "kind": "Secret", "resource": "secrets", "namespaced": True,
+                      "preferred": True}]
+    kept, old, new = stored(cm("kept", x="1")), stored(cm("a", x="1"), rv="7"), stored(cm("a", x="2"), rv="8")
+    created = stored(cm("b", y="1"))
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/kept"): (kept,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/kept"): (kept,),
+                     ("GET", "/api/v1/namespaces/team-a/configmaps/a"): (old,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (new,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/b"): (created,)})
+    run = applier(server, table, diff=True)
+    run.apply_groups([{"objects": [cm("kept", x="1"), cm("a", x="2"), cm("b", y="1")]}])
+    assert run.diffs == [
+        {"before": cm("a", x="1"), "after": cm("a", x="2"),
+         "before_header": "ConfigMap team-a/a", "after_header": "ConfigMap team-a/a"},
+        {"before": "", "after": cm("b", y="1"),
+         "before_header": "ConfigMap team-a/b (absent)", "after_header": "ConfigMap team-a/b"}]
+    # Outside diff mode, none; in check mode the after side is the dry run's.
+    server.calls = []
+    assert applier(server, table).diffs == []
+    dry = applier(server, table, diff=True, dry_run=True)
+    dry.apply_groups([{"objects": [cm("a", x="2")]}])
+    assert [d["after_header"] for d in dry.diffs] == ["ConfigMap team-a/a (dry run)"]
+
+
+def test_a_secrets_values_never_show_in_a_diff():
+    """A Secret's data and stringData values, and the last-applied-configuration annotation that copies them, are
+    hidden in both diffs; a key that changed shows as changed, one that came or went shows, no value does."""
+    annotation = {"kubectl.kubernetes.io/last-applied-configuration": '{"data":{"token":"czNjcjN0"}}'}
+    old = stored(secret("s", token="czNjcjN0", kept="a2VwdA==", gone="Z29uZQ=="), rv="7", annotations=annotation)
+    new = stored(dict(secret("s", token="bjN3", kept="a2VwdA==", added="YWRkZWQ="), stringData={"plain": "p4ss"}),
+                 rv="8", annotations={"kubectl.kubernetes.io/last-applied-configuration": '{"data":{"token":"bjN3"}}'})
+    table = TABLE + [{"group": "", "version": "v1", "kind": "Secret", "resource": "secrets", "namespaced": True,
+                      "preferred": True}]
+    server = Server({("GET", "/api/v1/namespaces/team-a/secrets/s"): (old,),
+                     ("PATCH", "/api/v1/namespaces/team-a/secrets/s"): (new,)})
+    run = applier(server, table, diff=True)
+    changed, results = run.apply_groups([{"objects": [secret("s", token="bjN3")]}])
+    block = run.diffs[0]
+    assert block["before"]["data"] == {"token": "<hidden>", "kept": "<hidden>", "gone": "<hidden>"}
+    assert block["after"]["data"] == {"token": "<hidden, changed>", "kept": "<hidden>", "added": "<hidden, changed>"}
+    assert block["after"]["stringData"] == {"plain": "<hidden, changed>"}
+    assert block["before"]["metadata"]["annotations"] == {"kubectl.kubernetes.io/last-applied-configuration": "<hidden>"}
+    assert block["after"]["metadata"]["annotations"] == {
+        "kubectl.kubernetes.io/last-applied-configuration": "<hidden, changed>"}
+    assert results[0]["diff"]["before"]["data"] == {"token": "<hidden>", "gone": "<hidden>"}
+    assert results[0]["diff"]["after"]["data"] == {"token": "<hidden, changed>", "added": "<hidden, changed>"}
+    shown = repr(run.diffs) + repr(results[0]["diff"])
+    for value in ("czNjcjN0", "bjN3", "a2VwdA==", "Z29uZQ==", "YWRkZWQ=", "p4ss"):
+        assert value not in shown
+    # A new Secret: every value hidden, marked as new.
+    created = stored(secret("t", token="czNjcjN0"))
+    server = Server({("PATCH", "/api/v1/namespaces/team-a/secrets/t"): (created,)})
+    run = applier(server, table, diff=True)
+    run.apply_groups([{"objects": [secret("t", token="czNjcjN0")]}])
+    assert run.diffs[0]["before"] == "" and run.diffs[0]["after"]["data"] == {"token": "<hidden, changed>"}
+    # Another kind's data is shown as it is.
+    assert ssa.masked(cm("a", token="x")) == cm("a", token="x")
+
+
 def test_force_conflicts_sends_force_true():
     live = stored(ns("team-a"))
     server = Server({("GET", "/api/v1/namespaces/team-a"): (live,), ("PATCH", "/api/v1/namespaces/team-a"): (live,)})
