@@ -27,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import re
 from collections.abc import Mapping
 
 # Schema keywords that change what the API server accepts or stores (descriptions do not).
@@ -305,3 +306,68 @@ def stored_version_refusal(live, new, objects):
             "status.storedVersions, then upgrade; or keep the chart version that serves %s."
             % (crd_name(live), ", ".join(gone), ", ".join(stored), len(names), kind, "" if len(names) == 1 else "s",
                ", ".join(names), storage_version(new) or "the new storage version", ", ".join(gone), ", ".join(gone)))
+
+
+# --- what helm prints about the deployed and the new chart ---------------------
+
+# `helm get all --template` data is the release; Go's text/template has no JSON function (no sprig there), so the
+# deployed chart's own values (its values.yaml, as Helm keeps it in the release) are written out as JSON by hand.
+CHART_VALUES_TEMPLATE = "".join([
+    '{{- define "j" -}}{{- $t := printf "%T" . -}}',
+    '{{- if eq $t "map[string]interface {}" -}}{ {{- $first := true -}}{{- range $k, $v := . -}}',
+    '{{- if not $first -}},{{- end -}}{{- $first = false -}}{{ printf "%q" $k }}:{{ template "j" $v }}{{- end -}} }',
+    '{{- else if eq $t "[]interface {}" -}}[{{- range $i, $v := . -}}{{- if $i -}},{{- end -}}{{ template "j" $v }}',
+    '{{- end -}}]{{- else if eq $t "string" -}}{{ printf "%q" . }}{{- else if eq $t "<nil>" -}}null',
+    '{{- else -}}{{ printf "%v" . }}{{- end -}}{{- end -}}',
+    '{{ template "j" .Release.Chart.Values }}'])
+
+
+def chart_args(release):
+    """The chart arguments of ``helm template`` and ``helm show`` for a release (k8s_helm_release's shape): the same
+    chart the release is installed from (a path, an oci:// reference or a chart in a repository), at its version."""
+    source = release.get("source")
+    if source == "path":
+        return [release["chart_ref"]]
+    args = [release["chart_ref"], "--version", str(release["chart_version"])]
+    if source == "repo":
+        args += ["--repo", release["chart_repo_url"]]
+    elif source != "oci":
+        raise ValueError("Helm release %s: unknown chart source %r (path, oci or repo)" % (release.get("name"), source))
+    return args
+
+
+def deployed_version(listed_chart, chart=""):
+    """The chart version of ``helm list``'s ``chart`` column (``<name>-<version>``); "" when it cannot be read."""
+    listed_chart = listed_chart or ""
+    if chart and listed_chart.startswith(chart + "-"):
+        return listed_chart[len(chart) + 1:]
+    match = re.match(r"^.+?-(v?[0-9]+(\.[0-9]+)*([-+][0-9A-Za-z.+-]*)?)$", listed_chart)
+    return match.group(1) if match else ""
+
+
+def rendered_crds(text, load):
+    """The CRDs of ``helm template --include-crds`` output: ``[(crd, from_crds_dir)]``, in the order rendered.
+
+    Helm heads each document with ``# Source: <chart>/<path>``; a CRD from the chart's ``crds/`` folder (which
+    ``helm upgrade`` never updates) is told from one that a template makes (which it does). ``load`` parses YAML.
+    """
+    out, path = [], ""
+    for doc in re.split(r"(?m)^---[ \t]*$", text or ""):
+        source = re.search(r"(?m)^# Source: ([^\n]+)$", doc)
+        # A file of crds/ that starts with its own `---` leaves the Source line alone in the document before it.
+        path = source.group(1).strip() if source else path
+        if not re.search(r"(?m)^kind:\s*CustomResourceDefinition\s*$", doc):
+            continue
+        obj = load(doc)
+        if isinstance(obj, Mapping) and obj.get("kind") == "CustomResourceDefinition":
+            out.append((obj, path.split("/", 1)[-1].startswith("crds/")))
+        path = ""
+    return out
+
+
+def merged_values(base, over):
+    """``over`` deep-merged onto ``base`` (maps key by key, anything else replaced), as Helm merges values."""
+    out = dict(base or {})
+    for key, value in (over or {}).items():
+        out[key] = merged_values(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+    return out

@@ -118,6 +118,121 @@ def _drop_nulls(value):
     return value
 
 
+def _storage_versions(crd):
+    """A new CRD's status.storedVersions: its storage version (the API server adds each later one on update)."""
+    return [v["name"] for v in (crd.get("spec") or {}).get("versions", []) if v.get("storage")][:1]
+
+
+# Fields every object keeps whatever its schema (the API server handles them itself).
+ROOT_FIELDS = ("apiVersion", "kind", "metadata")
+
+
+def _prune(schema, value, root=False):
+    """Drop the fields a structural schema does not specify, as the API server prunes a custom resource
+    (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#field-pruning):
+    properties are kept, additionalProperties and items recursed into, x-kubernetes-preserve-unknown-fields keeps
+    the rest, an embedded resource keeps apiVersion, kind and metadata."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, list):
+        return [_prune(schema.get("items"), v) for v in value] if isinstance(schema.get("items"), dict) else value
+    if not isinstance(value, dict):
+        return value
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
+    out = {}
+    for key, sub in value.items():
+        if key in props:
+            out[key] = _prune(props[key], sub)
+        elif (root or schema.get("x-kubernetes-embedded-resource")) and key in ROOT_FIELDS:
+            out[key] = sub
+        elif isinstance(extra, dict):
+            out[key] = _prune(extra, sub)
+        elif keep_unknown:
+            out[key] = sub
+    return out
+
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def _proto_fields(data):
+    """(field number, wire type, value) of a protobuf message: varints as ints, length-delimited as bytes."""
+    pos, out = 0, []
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            value, pos = data[pos:pos + size], pos + size
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, pos = data[pos:pos + size], pos + size
+        else:
+            raise ValueError("protobuf wire type %d is not supported" % wire)
+        out.append((number, wire, value))
+    return out
+
+
+def _varint(data, pos):
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def _proto_map(fields, number, decode=lambda v: v.decode()):
+    out = {}
+    for entry in [v for n, w, v in fields if n == number]:
+        pairs = dict((n, v) for n, w, v in _proto_fields(entry))
+        out[pairs.get(1, b"").decode()] = decode(pairs.get(2, b""))
+    return out
+
+
+def _proto_meta(data):
+    """The ObjectMeta fields a client sends on create or replace (k8s.io/apimachinery generated.proto)."""
+    fields = _proto_fields(data)
+    text = dict((n, v.decode()) for n, w, v in fields if n in (1, 2, 3, 5, 6) and w == 2)
+    meta = dict((name, text[n]) for n, name in ((1, "name"), (2, "generateName"), (3, "namespace"), (5, "uid"),
+                                                (6, "resourceVersion")) if text.get(n))
+    for number, name in ((11, "labels"), (12, "annotations")):
+        if _proto_map(fields, number):
+            meta[name] = _proto_map(fields, number)
+    finalizers = [v.decode() for n, w, v in fields if n == 14]
+    if finalizers:
+        meta["finalizers"] = finalizers
+    return meta
+
+
+def _from_protobuf(body):
+    """A Secret or ConfigMap sent as Kubernetes protobuf (the ``k8s\\0`` envelope around runtime.Unknown), as JSON:
+    client-go's typed clients, which helm's release storage uses, send these."""
+    if not body.startswith(b"k8s\x00"):
+        raise ValueError("not a Kubernetes protobuf envelope")
+    unknown = dict((n, v) for n, w, v in _proto_fields(body[4:]))
+    type_meta = dict((n, v.decode()) for n, w, v in _proto_fields(unknown.get(1, b"")))
+    kind, fields = type_meta.get(2), _proto_fields(unknown.get(2, b""))
+    obj = {"apiVersion": type_meta.get(1), "kind": kind,
+           "metadata": _proto_meta(next((v for n, w, v in fields if n == 1), b""))}
+    if kind == "Secret":
+        obj["data"] = _proto_map(fields, 2, lambda v: base64.b64encode(v).decode())
+        kinds = [v.decode() for n, w, v in fields if n == 3]
+        if kinds:
+            obj["type"] = kinds[0]
+    elif kind == "ConfigMap":
+        obj["data"] = _proto_map(fields, 2)
+    else:
+        raise ValueError("protobuf %s is not supported" % kind)
+    return obj
+
+
 IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
 # When objects that a test seeds were created (long before any run).
 SEEDED = "2026-01-01T00:00:00Z"
@@ -287,6 +402,12 @@ class FakeAPIServer:
             def do_DELETE(self):  # noqa: N802
                 server.handle(self, "DELETE")
 
+            def do_POST(self):  # noqa: N802
+                server.handle_write(self, "POST")
+
+            def do_PUT(self):  # noqa: N802
+                server.handle_write(self, "PUT")
+
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -342,6 +463,147 @@ class FakeAPIServer:
     def writes(self):
         return [r for r in self.requests if r[0] != "GET"]
 
+
+    # --- custom resources: pruning, CRD updates, create and replace ---------
+    def _crd_of(self, gv, plural):
+        """The stored CRD that serves ``plural`` in ``gv``'s group; None for a built-in kind."""
+        group = gv.rpartition("/")[0]
+        return self.objects.get(("apiextensions.k8s.io/v1", "customresourcedefinitions", "", "%s.%s" % (plural, group)))
+
+    def _pruned(self, gv, plural, obj):
+        """A custom resource as the API server keeps it: the fields its version's schema does not know dropped."""
+        crd = self._crd_of(gv, plural) if isinstance(obj, dict) else None
+        if crd is None:
+            return obj
+        version = gv.rpartition("/")[2]
+        for entry in crd["spec"].get("versions", []):
+            schema = ((entry.get("schema") or {}).get("openAPIV3Schema"))
+            if entry.get("name") == version and schema:
+                return _prune(schema, obj, root=True)
+        return obj
+
+    def _crd_update_refusal(self, existing, updated):
+        """The API server's 422 for a CRD update whose spec.versions lacks a version of status.storedVersions."""
+        names = [v.get("name") for v in (updated.get("spec") or {}).get("versions", [])]
+        for index, version in enumerate((existing.get("status") or {}).get("storedVersions") or []):
+            if version not in names:
+                code, body = self._status(422, "Invalid", 'CustomResourceDefinition.apiextensions.k8s.io "%s" is invalid: '
+                                          'status.storedVersions[%d]: Invalid value: "%s": must appear in spec.versions'
+                                          % (existing["metadata"]["name"], index, version))
+                body["details"] = {"name": existing["metadata"]["name"], "group": "apiextensions.k8s.io",
+                                   "kind": "CustomResourceDefinition",
+                                   "causes": [{"reason": "FieldValueInvalid", "field": "status.storedVersions[%d]" % index}]}
+                return code, body
+        return None
+
+    def _crd_updated(self, name):
+        """An Established CRD changed: its served versions follow spec.versions at once, and a new storage version
+        joins status.storedVersions (the API server keeps the old ones until a migration trims them)."""
+        if name in self._crds:
+            return  # not Established yet: _settle serves it when due
+        crd = self.objects[("apiextensions.k8s.io/v1", "customresourcedefinitions", "", name)]
+        spec = crd["spec"]
+        entry = (spec["names"]["plural"], spec["names"]["kind"], spec.get("scope") == "Namespaced")
+        for gv in [gv for gv in self.served if gv.rpartition("/")[0] == spec["group"]]:
+            self.served[gv] = [e for e in self.served[gv] if e[0] != entry[0]]
+            if not self.served[gv]:
+                del self.served[gv]
+        for version in spec.get("versions", []):
+            if version.get("served", True):
+                self.served.setdefault("%s/%s" % (spec["group"], version["name"]), []).append(entry)
+        status = crd.setdefault("status", {})
+        stored = list(status.get("storedVersions") or [])
+        status["storedVersions"] = stored + [v for v in _storage_versions(crd) if v not in stored]
+
+    def _openapi_v2(self, req):
+        """/openapi/v2 as a server that documents no schema there: an empty OpenAPI v2 Document in protobuf (zero
+        bytes). Clients that validate before they write (helm install and upgrade, kubectl) find no schema for any
+        kind and skip their own validation, as they do for a kind the document lacks."""
+        req.send_response(200)
+        req.send_header("Content-Type", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+        req.send_header("Content-Length", "0")
+        req.end_headers()
+
+    def handle_write(self, req, method):
+        """POST (create) and PUT (replace), as helm install and upgrade send them (client-go's Create and Update)."""
+        url = urlparse(req.path)
+        query = parse_qs(url.query)
+        length = int(req.headers.get("Content-Length") or 0)
+        raw = req.rfile.read(length) if length else b"{}"
+        try:
+            body = _from_protobuf(raw) if req.headers.get("Content-Type", "").startswith(PROTOBUF) else json.loads(raw)
+        except ValueError as exc:
+            return req._send(*self._status(415, "UnsupportedMediaType", str(exc)))
+        with self._lock:
+            self._settle()
+            self.authorizations.add(req.headers.get("Authorization"))
+            self.requests.append((method, url.path, query, req.headers.get("Content-Type", "")))
+            try:
+                asked, plural, ns, name = self._parse(url.path)
+                kind, namespaced = dict((p, (k, n)) for p, k, n in self._resources(asked))[plural]
+            except (KeyError, IndexError):
+                return req._send(*self._status(404, "NotFound", "the server could not find the requested resource"))
+            name = name or (body.get("metadata") or {}).get("name")
+            gv = self._stored_as(asked, plural)
+            key = (gv, plural, ns, name)
+            existing = self.objects.get(key)
+            if namespaced and ("v1", "namespaces", "", ns) not in self.objects:
+                return req._send(*self._status(404, "NotFound", 'namespaces "%s" not found' % ns))
+            if method == "POST" and existing is not None:
+                return req._send(*self._status(409, "AlreadyExists", '%s "%s" already exists' % (plural, name)))
+            if method == "PUT" and existing is None:
+                return req._send(*self._status(404, "NotFound", '%s "%s" not found' % (plural, name)))
+            sent_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if method == "PUT" and sent_rv and sent_rv != existing["metadata"].get("resourceVersion"):
+                return req._send(*self._status(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the object has '
+                                                                'been modified; please apply your changes to the latest '
+                                                                'version and try again' % (plural, name)))
+            obj = self._pruned(asked, plural, dict(body, apiVersion=gv))
+            if plural == "customresourcedefinitions" and existing is not None:
+                refused = self._crd_update_refusal(existing, obj)
+                if refused:
+                    return req._send(*refused)
+            manager = (query.get("fieldManager") or [""])[0] or req.headers.get("User-Agent", "unknown").split("/")[0]
+            merged, managed = self._replace(key, existing, obj, manager)
+            if (query.get("dryRun") or [""])[0] == "All":
+                return req._send(201 if existing is None else 200, self._view(self._shown(key, merged, managed), asked))
+            self.objects[key], self.managed[key] = merged, managed
+            if plural == "customresourcedefinitions":
+                if existing is None:
+                    self._crds[name] = (time.monotonic() + self.crd_delay, merged)
+                    self._settle()
+                else:
+                    self._crd_updated(name)
+            return req._send(201 if existing is None else 200, self._view(self._shown(key, self.objects[key]), asked))
+
+    def _replace(self, key, existing, obj, manager):
+        """The object a create or replace stores, and its managers: the writer owns what it set that changed or is new
+        (operation Update); the server's metadata and, for a CRD or a custom resource, the status stay."""
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        for field in ("managedFields", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(field, None)
+        if existing is None:
+            meta.update(uid="uid-%d" % self._next_rv(), creationTimestamp=self.now())
+        else:
+            old = existing.get("metadata") or {}
+            meta.update(uid=old.get("uid"), creationTimestamp=old.get("creationTimestamp"))
+        if key[1] == "customresourcedefinitions" or self._crd_of(key[0], key[1]) is not None:
+            obj.pop("status", None)
+            if existing is not None and "status" in existing:
+                obj["status"] = copy.deepcopy(existing["status"])
+        fields = _leaves(obj)
+        managed = copy.deepcopy(self.managed.get(key, {}))
+        for m in managed:  # fields removed, or changed by this writer, leave their old owners
+            managed[m]["fields"] = set(f for f in managed[m]["fields"] if f in fields and
+                                       (m == manager or _at(existing or {}, f) == _at(obj, f)))
+        mine = set(f for f in fields if existing is None or _at(existing, f) != _at(obj, f))
+        entry = managed.setdefault(manager, {"operation": "Update", "apiVersion": key[0], "fields": set()})
+        entry["fields"] |= mine
+        entry["time"] = self._entry_time(key, manager, existing, obj, entry["fields"])
+        meta["resourceVersion"] = str(self._next_rv())
+        return obj, dict((m, e) for m, e in managed.items() if e["fields"])
+
     # --- implementation ----------------------------------------------------
     def _next_rv(self):
         self._rv += 1
@@ -364,7 +626,7 @@ class FakeAPIServer:
             stored["status"] = {"conditions": [
                 {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts"},
                 {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
-                "acceptedNames": stored["spec"]["names"]}
+                "acceptedNames": stored["spec"]["names"], "storedVersions": _storage_versions(stored)}
             stored["metadata"]["resourceVersion"] = str(self._next_rv())
             spec = stored["spec"]
             for version in spec.get("versions", []):
@@ -586,6 +848,8 @@ class FakeAPIServer:
             self._settle()
             self.authorizations.add(req.headers.get("Authorization"))
             self.requests.append((method, url.path, query, ctype))
+            if method == "GET" and url.path == "/openapi/v2":
+                return self._openapi_v2(req)
             found = self._discovery(url.path, req.headers.get("Accept", "")) if method == "GET" else None
             if found:
                 return req._send(*found)
@@ -635,7 +899,11 @@ class FakeAPIServer:
             if existing is None and terminating:
                 return req._send(*self._status(403, "Forbidden", 'unable to create new content in namespace %s because '
                                                                  'it is being terminated' % ns))
-            patch = json.loads(body or b"{}")
+            patch = self._pruned(asked, plural, json.loads(body or b"{}"))
+            if plural == "customresourcedefinitions" and existing is not None:
+                refused = self._crd_update_refusal(existing, _merge(existing, patch))
+                if refused:
+                    return req._send(*refused)
             if "apply-patch" in ctype:
                 manager = (query.get("fieldManager") or [""])[0]
                 if not manager:
@@ -658,6 +926,8 @@ class FakeAPIServer:
             if not dry_run:
                 self.objects[key] = merged
                 self.managed[key] = managed
+                if plural == "customresourcedefinitions" and existing is not None:
+                    self._crd_updated(name)
                 if plural == "customresourcedefinitions" and existing is None:
                     self._crds[name] = (time.monotonic() + self.crd_delay, merged)
                     self._settle()
