@@ -157,6 +157,8 @@ class Runner:
         proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
                                str(self.workdir / "play.yml"), "-e", "@%s" % extra] + list(args),
                               env=self.env, capture_output=True, text=True, check=False, timeout=900, cwd=str(ROOT))
+        # Kept beside the run's variables, for a look after a failure.
+        (self.workdir / ("%s.log" % name)).write_text(proc.stdout + proc.stderr)
         return proc.returncode, proc.stdout + proc.stderr
 
 
