@@ -24,7 +24,8 @@ description:
     from the release, whatever the chart's source) and the new chart's (C(helm show values)) - keys renamed or
     dropped - and names the chart defaults that change for the keys the inventory does not set (neither in the
     wanted values nor in the deployed release's).
-  - The values never leave the module; with C(sensitive), not even the changed defaults.
+  - The values never leave the module's result; with C(sensitive), not even the changed defaults. Run the task with
+    C(no_log) for a release whose values hold secrets, as for C(kubernetes.core.helm).
   - Changes nothing.
   - Connection options as kubernetes.core's helm modules; in the collection's action group
     C(gpuops.platform.k8s), so C(module_defaults) of C(group/gpuops.platform.k8s) give them.
@@ -139,7 +140,9 @@ RELEASE_SPEC = dict(
     chart_version=dict(type="str", required=True),
     source=dict(type="str", required=True, choices=["path", "oci", "repo"]),
     deployed_version=dict(type="str", required=True),
-    values=dict(type="dict", default={}, no_log=True),
+    # Not no_log: Ansible would then mask every leaf value of the values (a "1") in the whole result, CRD versions
+    # included. The task hides its output for a sensitive release instead, as kubernetes.core.helm's does.
+    values=dict(type="dict", default={}),
     sensitive=dict(type="bool", default=False),
     layer=dict(type="str", default=""),
 )
