@@ -143,10 +143,12 @@ def _prune(schema, value, root=False):
     keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
     out = {}
     for key, sub in value.items():
-        if key in props:
-            out[key] = _prune(props[key], sub)
-        elif (root or schema.get("x-kubernetes-embedded-resource")) and key in ROOT_FIELDS:
+        # The server keeps apiVersion, kind and metadata itself, whatever the schema says of them (a CRD schema may
+        # declare `metadata: {type: object}` only).
+        if (root or schema.get("x-kubernetes-embedded-resource")) and key in ROOT_FIELDS:
             out[key] = sub
+        elif key in props:
+            out[key] = _prune(props[key], sub)
         elif isinstance(extra, dict):
             out[key] = _prune(extra, sub)
         elif keep_unknown:

@@ -21,7 +21,7 @@ from test_fake_apiserver import call
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.com/%s/namespaces/lab/widgets"
-SCHEMA = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+SCHEMA = {"type": "object", "properties": {"metadata": {"type": "object"}, "spec": {"type": "object", "properties": {
     "size": {"type": "integer"},
     "groups": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -55,7 +55,10 @@ def test_unknown_fields_are_pruned_by_the_schema_and_known_ones_kept(api):
     code, body = call(api, "PATCH", WIDGETS % "v1" + "/w", widget(spec), fieldManager="t")
     assert code == 201
     assert body["spec"] == {"size": 2, "groups": [{"name": "a"}], "labels": {"x": "y"}, "free": {"anything": {"goes": 1}}}
-    assert body["metadata"]["name"] == "w" and "status" not in body
+    # metadata stays whole although the schema declares it as a bare object, as upstream CRDs do.
+    assert body["metadata"]["name"] == "w" and body["metadata"]["namespace"] == "lab" and "status" not in body
+    listed = call(api, "GET", WIDGETS % "v1")[1]["items"]
+    assert [(o["metadata"]["name"], o["spec"]["size"]) for o in listed] == [("w", 2)]
     # A pruned field is owned by no one.
     assert "f:priority" not in json.dumps(body["metadata"]["managedFields"])
 
