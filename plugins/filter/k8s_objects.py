@@ -25,6 +25,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
+from ansible_collections.gpuops.platform.plugins.plugin_utils import k8s_upgrade
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 
 # Within one scope, the kinds that others depend on come first. No library gives
@@ -380,7 +381,8 @@ def k8s_stats_lines(stats):
     for unchecked in stats.get("unchecked") or []:
         lines.append("%d object(s) of %s depend on a namespace or CRD that this run would create first; they were not "
                      "dry-run: %s" % (int(unchecked["count"]), unchecked["layer"], ", ".join(unchecked["kinds"])))
-    return lines
+    # Releases that moved to another chart version: their CRD and values changes (k8s_apply's upgrade.yml).
+    return lines + k8s_upgrade.upgrade_lines(stats.get("upgrades"), check)
 
 
 # Fields the API server sets on every write; a path under them is no change of ours.

@@ -128,6 +128,9 @@ plans:
     command:
       description: The helm command of the recovery (or to inspect an unhandled status), to run by hand.
       type: str
+    chart:
+      description: The chart of the latest revision as helm lists it (C(<name>-<version>)); empty when not listed.
+      type: str
   sample:
     - name: gpu-operator
       namespace: gpu-operator
@@ -138,6 +141,7 @@ plans:
       action: unchanged
       reason: chart v25.3.0 and values already deployed
       command: ""
+      chart: gpu-operator-v25.3.0
 commands:
   description: The helm commands run (arguments after the binary), in order.
   returned: always

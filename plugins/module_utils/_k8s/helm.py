@@ -150,19 +150,20 @@ def decide(release, listed=None, history=None, values=None, recover=True):
     read for a pending release. ``values``: ``helm get values -o json`` ({} for
     helm's ``null``), read for a release deployed at the wanted chart version;
     None when not read. Returns ``{name, namespace, state, revision, recover,
-    rollback_to, action, reason, command}``: ``recover`` is ``""``,
+    rollback_to, action, reason, command, chart}``: ``recover`` is ``""``,
     ``uninstall`` or ``rollback`` (to ``rollback_to``); ``action`` is
     ``install``, ``upgrade``, ``unchanged`` or ``fail`` (``reason`` says why,
     ``command`` is the helm command to run by hand).
     """
     check_release(release)
     out = {"name": to_text(release["name"]), "namespace": to_text(release["namespace"]), "state": "", "revision": 0,
-           "recover": "", "rollback_to": 0, "action": "install", "reason": "", "command": ""}
+           "recover": "", "rollback_to": 0, "action": "install", "reason": "", "command": "", "chart": ""}
     if not listed:
         out["reason"] = "not installed"
         return out
     state = to_text(listed.get("status") or "unknown")
-    out.update(state=state, revision=int(listed.get("revision") or 0))
+    # The chart of the latest revision, as helm lists it (<name>-<version>): a chart upgrade is planned from it.
+    out.update(state=state, revision=int(listed.get("revision") or 0), chart=to_text(listed.get("chart") or ""))
     if state == "uninstalled":
         out["reason"] = "uninstalled (history kept)"
         return out

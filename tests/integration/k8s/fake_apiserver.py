@@ -149,6 +149,44 @@ def _drop_nulls(value):
     return value
 
 
+def _storage_versions(crd):
+    """A new CRD's status.storedVersions: its storage version (the API server adds each later one on update)."""
+    return [v["name"] for v in (crd.get("spec") or {}).get("versions", []) if v.get("storage")][:1]
+
+
+# Fields every object keeps whatever its schema (the API server handles them itself).
+ROOT_FIELDS = ("apiVersion", "kind", "metadata")
+
+
+def _prune(schema, value, root=False):
+    """Drop the fields a structural schema does not specify, as the API server prunes a custom resource
+    (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#field-pruning):
+    properties are kept, additionalProperties and items recursed into, x-kubernetes-preserve-unknown-fields keeps
+    the rest, an embedded resource keeps apiVersion, kind and metadata."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, list):
+        return [_prune(schema.get("items"), v) for v in value] if isinstance(schema.get("items"), dict) else value
+    if not isinstance(value, dict):
+        return value
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
+    out = {}
+    for key, sub in value.items():
+        # The server keeps apiVersion, kind and metadata itself, whatever the schema says of them (a CRD schema may
+        # declare `metadata: {type: object}` only).
+        if (root or schema.get("x-kubernetes-embedded-resource")) and key in ROOT_FIELDS:
+            out[key] = sub
+        elif key in props:
+            out[key] = _prune(props[key], sub)
+        elif isinstance(extra, dict):
+            out[key] = _prune(extra, sub)
+        elif keep_unknown:
+            out[key] = sub
+    return out
+
+
 IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
 # When objects that a test seeds were created (long before any run).
 SEEDED = "2026-01-01T00:00:00Z"
@@ -479,6 +517,67 @@ class FakeAPIServer:
     def writes(self):
         return [r for r in self.requests if r[0] != "GET"]
 
+
+    # --- custom resources: pruning, CRD updates, create and replace ---------
+    def _crd_of(self, gv, plural):
+        """The stored CRD that serves ``plural`` in ``gv``'s group; None for a built-in kind."""
+        group = gv.rpartition("/")[0]
+        return self.objects.get(("apiextensions.k8s.io/v1", "customresourcedefinitions", "", "%s.%s" % (plural, group)))
+
+    def _pruned(self, gv, plural, obj):
+        """A custom resource as the API server keeps it: the fields its version's schema does not know dropped."""
+        crd = self._crd_of(gv, plural) if isinstance(obj, dict) else None
+        if crd is None:
+            return obj
+        version = gv.rpartition("/")[2]
+        for entry in crd["spec"].get("versions", []):
+            schema = ((entry.get("schema") or {}).get("openAPIV3Schema"))
+            if entry.get("name") == version and schema:
+                return _prune(schema, obj, root=True)
+        return obj
+
+    def _crd_update_refusal(self, existing, updated):
+        """The API server's 422 for a CRD update whose spec.versions lacks a version of status.storedVersions."""
+        names = [v.get("name") for v in (updated.get("spec") or {}).get("versions", [])]
+        for index, version in enumerate((existing.get("status") or {}).get("storedVersions") or []):
+            if version not in names:
+                code, body = self._status(422, "Invalid", 'CustomResourceDefinition.apiextensions.k8s.io "%s" is invalid: '
+                                          'status.storedVersions[%d]: Invalid value: "%s": must appear in spec.versions'
+                                          % (existing["metadata"]["name"], index, version))
+                body["details"] = {"name": existing["metadata"]["name"], "group": "apiextensions.k8s.io",
+                                   "kind": "CustomResourceDefinition",
+                                   "causes": [{"reason": "FieldValueInvalid", "field": "status.storedVersions[%d]" % index}]}
+                return code, body
+        return None
+
+    def _crd_updated(self, name):
+        """An Established CRD changed: its served versions follow spec.versions at once, and a new storage version
+        joins status.storedVersions (the API server keeps the old ones until a migration trims them)."""
+        if name in self._crds:
+            return  # not Established yet: _settle serves it when due
+        crd = self.objects[("apiextensions.k8s.io/v1", "customresourcedefinitions", "", name)]
+        spec = crd["spec"]
+        entry = (spec["names"]["plural"], spec["names"]["kind"], spec.get("scope") == "Namespaced")
+        for gv in [gv for gv in self.served if gv.rpartition("/")[0] == spec["group"]]:
+            self.served[gv] = [e for e in self.served[gv] if e[0] != entry[0]]
+            if not self.served[gv]:
+                del self.served[gv]
+        for version in spec.get("versions", []):
+            if version.get("served", True):
+                self.served.setdefault("%s/%s" % (spec["group"], version["name"]), []).append(entry)
+        status = crd.setdefault("status", {})
+        stored = list(status.get("storedVersions") or [])
+        status["storedVersions"] = stored + [v for v in _storage_versions(crd) if v not in stored]
+
+    def _openapi_v2(self, req):
+        """/openapi/v2 as a server that documents no schema there: an empty OpenAPI v2 Document in protobuf (zero
+        bytes). Clients that validate before they write (helm install and upgrade, kubectl) find no schema for any
+        kind and skip their own validation, as they do for a kind the document lacks."""
+        req.send_response(200)
+        req.send_header("Content-Type", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+        req.send_header("Content-Length", "0")
+        req.end_headers()
+
     # --- implementation ----------------------------------------------------
     def _next_rv(self):
         self._rv += 1
@@ -501,7 +600,7 @@ class FakeAPIServer:
             stored["status"] = {"conditions": [
                 {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts"},
                 {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
-                "acceptedNames": stored["spec"]["names"]}
+                "acceptedNames": stored["spec"]["names"], "storedVersions": _storage_versions(stored)}
             stored["metadata"]["resourceVersion"] = str(self._next_rv())
             spec = stored["spec"]
             for version in spec.get("versions", []):
@@ -598,7 +697,11 @@ class FakeAPIServer:
                                                  'modified; please apply your changes to the latest version and try again'
                                 % (plural, name))
         manager = (query.get("fieldManager") or [""])[0] or agent.split("/", 1)[0] or "unknown"
-        obj = _drop_nulls(dict(obj, apiVersion=gv, kind=kind))
+        obj = self._pruned(asked, plural, _drop_nulls(dict(obj, apiVersion=gv, kind=kind)))
+        if plural == "customresourcedefinitions" and existing is not None:
+            refused = self._crd_update_refusal(existing, obj)
+            if refused:
+                return refused
         kept = dict((k, v) for k, v in ((existing or {}).get("metadata") or {}).items()
                     if k in ("uid", "creationTimestamp", "generation", "deletionTimestamp"))
         obj["metadata"] = dict((k, v) for k, v in obj["metadata"].items() if k not in SERVER_METADATA)
@@ -620,6 +723,12 @@ class FakeAPIServer:
             return (201 if existing is None else 200), self._view(self._shown(key, obj, managed), asked)
         self.objects[key] = obj
         self.managed[key] = managed
+        if plural == "customresourcedefinitions":
+            if existing is None:  # Established after crd_delay, as on a PATCH
+                self._crds[name] = (time.monotonic() + self.crd_delay, obj)
+                self._settle()
+            else:
+                self._crd_updated(name)
         self._collect()
         return (201 if existing is None else 200), self._view(self._shown(key, obj), asked)
 
@@ -836,6 +945,8 @@ class FakeAPIServer:
             self._settle()
             self.authorizations.add(req.headers.get("Authorization"))
             self.requests.append((method, url.path, query, ctype))
+            if method == "GET" and url.path == "/openapi/v2":
+                return self._openapi_v2(req)
             found = self._discovery(url.path, req.headers.get("Accept", "")) if method == "GET" else None
             if found:
                 return req._send(*found)
@@ -889,7 +1000,11 @@ class FakeAPIServer:
             terminating = namespaced and ns and self.objects[("v1", "namespaces", "", ns)]["metadata"].get("deletionTimestamp")
             if existing is None and terminating:
                 return req._send(*self._terminating(asked, plural, name, ns))
-            patch = json.loads(body or b"{}")
+            patch = self._pruned(asked, plural, json.loads(body or b"{}"))
+            if plural == "customresourcedefinitions" and existing is not None:
+                refused = self._crd_update_refusal(existing, _merge(existing, patch))
+                if refused:
+                    return req._send(*refused)
             if "apply-patch" in ctype:
                 manager = (query.get("fieldManager") or [""])[0]
                 if not manager:
@@ -912,6 +1027,8 @@ class FakeAPIServer:
             if not dry_run:
                 self.objects[key] = merged
                 self.managed[key] = managed
+                if plural == "customresourcedefinitions" and existing is not None:
+                    self._crd_updated(name)
                 if plural == "customresourcedefinitions" and existing is None:
                     self._crds[name] = (time.monotonic() + self.crd_delay, merged)
                     self._settle()

@@ -1,0 +1,225 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.platform maintainers
+# Apache License 2.0 or GNU General Public License v3.0+, at your option
+# (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: helm_chart_upgrades
+short_description: Read what moving Helm releases to a new chart version brings - its CRDs and changed values
+version_added: 0.1.0
+author:
+  - gpuops.platform maintainers (@gpuops)
+description:
+  - For each release of O(releases) (one whose deployed chart version differs from the wanted one), asks helm for
+    the new chart's CRDs, C(helm template --include-crds) with the wanted values, from the same chart path, OCI
+    reference or repository the release is installed from. A CRD from the chart's C(crds/) folder, which
+    C(helm upgrade) never updates, is returned apart from one a template makes.
+  - Compares the keys the wanted values set with the deployed chart's own values (C(helm get all --template), read
+    from the release, whatever the chart's source) and the new chart's (C(helm show values)) - keys renamed or
+    dropped - and names the chart defaults that change for the keys the inventory does not set (neither in the
+    wanted values nor in the deployed release's).
+  - The values never leave the module's result; with C(sensitive), not even the changed defaults. Run the task with
+    C(no_log) for a release whose values hold secrets, as for C(kubernetes.core.helm).
+  - Changes nothing.
+  - Connection options as kubernetes.core's helm modules; in the collection's action group
+    C(gpuops.platform.k8s), so C(module_defaults) of C(group/gpuops.platform.k8s) give them.
+options:
+  releases:
+    description:
+      - The releases to read, as P(gpuops.platform.k8s_chart_upgrades#filter) returns them - C(name), C(namespace),
+        C(chart_ref), C(chart_repo_url), C(chart_version), C(source) (C(path), C(oci) or C(repo)), C(values),
+        C(sensitive), C(layer), and C(deployed_version), the chart version deployed now.
+    type: list
+    elements: dict
+    required: true
+extends_documentation_fragment:
+  - gpuops.platform.attributes
+  - gpuops.platform.attributes.node
+  - gpuops.platform.attributes.read_only
+  - kubernetes.core.helm_common_options
+requirements:
+  - helm >= 3.0.0 (on C(PATH), or O(binary_path))
+seealso:
+  - module: gpuops.platform.helm_releases
+  - module: gpuops.platform.k8s_server_side_apply
+"""
+
+EXAMPLES = r"""
+- name: Read what the chart upgrades bring
+  gpuops.platform.helm_chart_upgrades:
+    releases:
+      - name: kuberay-operator
+        namespace: kuberay
+        chart_ref: kuberay-operator
+        chart_repo_url: https://ray-project.github.io/kuberay-helm/
+        chart_version: 1.7.0
+        source: repo
+        deployed_version: 1.6.2
+        values: {}
+  register: upgrades
+"""
+
+RETURN = r"""
+upgrades:
+  description: One entry per release of O(releases), in the same order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Release name.
+      type: str
+    namespace:
+      description: Release namespace.
+      type: str
+    layer:
+      description: The k8s_apply layer of the release, as given.
+      type: str
+    from_version:
+      description: The chart version deployed now.
+      type: str
+    to_version:
+      description: The wanted chart version.
+      type: str
+    crds:
+      description: The new chart's CRDs, each with C(crds_dir) (from the chart's C(crds/) folder) and C(object).
+      type: list
+      elements: dict
+    values_renamed:
+      description: Keys the wanted values set that the new chart no longer has, each with C(candidates), the keys
+        that appeared beside it.
+      type: list
+      elements: dict
+    values_defaults:
+      description: Chart defaults that change (C(key), C(old), C(new); without the values for a sensitive release).
+      type: list
+      elements: dict
+  sample:
+    - name: kuberay-operator
+      namespace: kuberay
+      from_version: 1.6.2
+      to_version: 1.7.0
+      crds: []
+      values_renamed: [{"key": "metrics.serviceMonitor.selector", "candidates": ["metrics.serviceMonitor.additionalLabels"]}]
+      values_defaults: [{"key": "featureGates[RayServiceIncrementalUpgrade].enabled", "old": false, "new": true}]
+commands:
+  description: The helm commands run (arguments after the binary), in order, the values file's path left out.
+  returned: always
+  type: list
+  elements: list
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
+from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common import (
+    HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
+
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm, upgrade
+
+try:
+    import yaml
+    LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+except ImportError:  # kubernetes.core needs PyYAML; the helm module reports the missing library first
+    yaml = LOADER = None
+
+RELEASE_SPEC = dict(
+    name=dict(type="str", required=True),
+    namespace=dict(type="str", required=True),
+    chart_ref=dict(type="str", required=True),
+    chart_repo_url=dict(type="str"),
+    chart_version=dict(type="str", required=True),
+    source=dict(type="str", required=True, choices=["path", "oci", "repo"]),
+    deployed_version=dict(type="str", required=True),
+    # Not no_log: Ansible would then mask every leaf value of the values (a "1") in the whole result, CRD versions
+    # included. The task hides its output for a sensitive release instead, as kubernetes.core.helm's does.
+    values=dict(type="dict", default={}),
+    sensitive=dict(type="bool", default=False),
+    layer=dict(type="str", default=""),
+)
+
+
+def _load(text):
+    return yaml.load(text, Loader=LOADER)
+
+
+class Helm(object):
+    """helm with the module's connection settings; a failure names the command (never the values)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.commands = []
+        self._binary = None
+
+    def __call__(self, args, shown=None):
+        if self._binary is None:
+            self._binary = self.module.get_helm_binary()
+        self.commands.append(list(shown or args))
+        rc, out, err = self.module.run_helm_command([self._binary] + list(args), fails_on_error=False)
+        if rc != 0:
+            self.module.fail_json(msg="`helm %s` failed (exit %d): %s" % (" ".join(shown or args), rc,
+                                                                          (err or "").strip() or "no message"),
+                                  commands=self.commands)
+        return out
+
+
+def read_release(run, release, workdir):
+    """What one release's move to its wanted chart brings (see RETURN)."""
+    where = [release["name"], "--namespace", release["namespace"]]
+    values_file = os.path.join(workdir, "values.json")
+    with open(values_file, "w") as handle:
+        json.dump(release["values"] or {}, handle)
+    chart = upgrade.chart_args(release)
+    template = ["template"] + where + chart + ["--include-crds", "--values"]
+    rendered = run(template + [values_file], shown=template + ["<values>"])
+    try:
+        crds = upgrade.rendered_crds(rendered, _load)
+        new_defaults = _load(run(["show", "values"] + chart)) or {}
+        old_defaults = json.loads(run(["get", "all"] + where + ["--template", upgrade.CHART_VALUES_TEMPLATE],
+                                      shown=["get", "all"] + where + ["--template", "<the chart's values as JSON>"]) or "{}")
+        deployed = json.loads(run(["get", "values"] + where + ["-o", "json"]) or "null") or {}
+        renamed = upgrade.values_renamed(old_defaults, new_defaults, release["values"])
+        defaults = upgrade.values_defaults(old_defaults, new_defaults, upgrade.merged_values(deployed, release["values"]))
+    except (ValueError, yaml.YAMLError) as exc:
+        run.module.fail_json(msg="Helm release %s: could not read what chart %s brings: %s"
+                                 % (release["name"], release["chart_version"], exc), commands=run.commands)
+    if release["sensitive"]:
+        defaults = [{"key": d["key"]} for d in defaults]
+    return {"name": release["name"], "namespace": release["namespace"], "layer": release["layer"],
+            "from_version": release["deployed_version"],
+            "to_version": release["chart_version"], "crds": [{"crds_dir": d, "object": c} for c, d in crds],
+            "values_renamed": renamed, "values_defaults": defaults}
+
+
+def main():
+    spec = dict(HELM_AUTH_ARG_SPEC)
+    spec.update(releases=dict(type="list", elements="dict", required=True, options=RELEASE_SPEC))
+    module = AnsibleHelmModule(argument_spec=spec, mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
+                               supports_check_mode=True)
+    releases = module.params["releases"]
+    try:
+        for release in releases:
+            helm.check_release(release)
+            upgrade.chart_args(release)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    run = Helm(module)
+    workdir = tempfile.mkdtemp(prefix="gpuops-chart-upgrade-")  # 0700: the values file is private
+    try:
+        upgrades = [read_release(run, release, workdir) for release in releases]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    module.exit_json(changed=False, upgrades=upgrades, commands=run.commands)
+
+
+if __name__ == "__main__":
+    main()
