@@ -228,7 +228,10 @@ def test_survey_answers_are_checked_as_awx_checks_them(assets):
     assert "expected to be an integer" in awx.survey_answer_errors(level, {"dcgm_diag_level": "3"})[0]
     nodes = next(t for t in assets["job_templates"] if t["name"] == "Apply nodes")
     serial = nodes["related"]["survey_spec"]["spec"][1]
-    assert "value missing" in awx.survey_answer_errors(serial, {})[0]
+    assert serial["variable"] == "gpuops_nodes_serial" and serial["required"] is False
+    assert awx.survey_answer_errors(serial, {}) == []
+    # Required, AWX wants an answer whatever the default (the operator's 400).
+    assert awx.survey_answer_errors(dict(serial, required=True), {}) == ["'gpuops_nodes_serial' value missing"]
     assert "too large" in awx.survey_answer_errors(serial, {"gpuops_nodes_serial": "10000"})[0]
     # A default that fails its own question is not sent (_update_unified_job_kwargs).
     broken = copy.deepcopy(dcgm)
