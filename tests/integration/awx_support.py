@@ -273,20 +273,21 @@ def job_artifacts(result):
     return {}
 
 
-def workflow_node_extra_vars(template, node, workflow_extra_vars, ancestor_artifacts):
-    """WorkflowJobNode.get_job_kwargs and the job template's create_unified_job: the
-    extra vars of the job a workflow node launches, and the errors AWX logs for the
-    node's own prompts (it starts the job anyway; the WFJT's node_prompts_rejected
-    lists such nodes). Ancestor artifacts go in, then the workflow job's extra vars
-    over them; neither goes through the job template's survey."""
-    prompts = {"extra_vars": dict(node.get("extra_data") or {})} if node.get("extra_data") else {}
-    accepted, _rejected, errors = accept_or_ignore_variables(template, prompts.get("extra_vars", {}))
+def workflow_node_job_kwargs(template, node, workflow_extra_vars, ancestor_artifacts):
+    """WorkflowJobNode.get_job_kwargs for a job template node: the extra_vars the node's
+    job is created with (launch_extra_vars then adds the template's own and its survey
+    defaults), and the errors AWX logs for the node's own prompts (it starts the job
+    anyway; the WFJT's node_prompts_rejected lists such nodes). The ancestors'
+    artifacts go in, then the workflow job's extra vars over them; neither goes through
+    the job template's survey."""
+    prompts = dict(node.get("extra_data") or {})
+    accepted, _rejected, errors = accept_or_ignore_variables(template, prompts)
     extra = dict(accepted)
     functional = dict(ancestor_artifacts)
     functional.pop("_ansible_no_log", None)
     extra.update(functional)
     extra.update(workflow_extra_vars)
-    return launch_extra_vars(template, extra), errors
+    return extra, errors
 
 
 # ---- Credential types -------------------------------------------------------------

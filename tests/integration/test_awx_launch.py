@@ -6,7 +6,7 @@ skips, leaving the workflow's nodes empty; a required question with a default ma
 launch endpoint answer 400 ("'gpuops_nodes_serial' value missing"); an empty answer to
 an optional question reached the playbooks as a value. The launch rules are AWX's own,
 ported in tests/integration/awx_support.py (api_launch, accept_or_ignore_variables,
-workflow_node_extra_vars, each citing the AWX source and commit it follows).
+workflow_node_job_kwargs, each citing the AWX source and commit it follows).
 """
 import copy
 import hashlib
@@ -62,8 +62,8 @@ def test_a_required_question_without_an_answer_is_refused_default_or_not(assets)
         awx.api_launch(required, {"gpuops_driver_version": ""})
     assert awx.api_launch(required, {"gpuops_nodes_serial": "2"})["gpuops_nodes_serial"] == "2"
     # Inside a workflow AWX only logs it and starts the job without the variable.
-    extra, errors = awx.workflow_node_extra_vars(required, {"extra_data": {}}, {}, {})
-    assert "gpuops_nodes_serial" not in extra and errors["variables_needed_to_start"]
+    runtime, errors = awx.workflow_node_job_kwargs(required, {"extra_data": {}}, {}, {})
+    assert "gpuops_nodes_serial" not in awx.launch_extra_vars(required, runtime) and errors["variables_needed_to_start"]
 
 
 def test_launch_rules_follow_awx(assets):
@@ -76,7 +76,7 @@ def test_launch_rules_follow_awx(assets):
         awx.api_launch(dcgm, {"dcgm_diag_level": True})
     # An extra var no question asks for: ignored by a job template launch, a 400 for a workflow.
     assert "other" not in awx.api_launch(dcgm, {"other": 1})
-    (workflow,) = assets["workflow_job_templates"]
+    workflow = assets["workflow_job_templates"][0]
     with pytest.raises(awx.LaunchRefused, match="not allowed on launch"):
         awx.api_launch(workflow, {"other": 1}, workflow=True)
     # A text question's min counts characters: "" is too small for min 1.
@@ -150,9 +150,13 @@ def _workflow_nodes_in_order(workflow):
     return order
 
 
+@pytest.mark.parametrize("name, after_plan", [
+    ("GPU fleet rollout", ["Apply nodes", "Apply cluster", "GPU health"]),
+    ("GPU driver upgrade", ["Rolling driver upgrade"]),
+])
 @pytest.mark.parametrize("answers", ["none", "empty"])
-def test_every_workflow_node_launches_and_the_plan_reaches_the_nodes_after_it(assets, answers):
-    (workflow,) = assets["workflow_job_templates"]
+def test_every_workflow_node_launches_and_the_plan_reaches_the_nodes_after_it(assets, answers, name, after_plan):
+    workflow = awx.by_name(assets, "workflow_job_templates")[name]
     templates = awx.by_name(assets, "job_templates")
     workflow_vars = awx.api_launch(workflow, {} if answers == "none" else _empty_answers(workflow), workflow=True)
     # The workflow's answers reach every node over the artifacts: none may hide the plan.
@@ -165,7 +169,8 @@ def test_every_workflow_node_launches_and_the_plan_reaches_the_nodes_after_it(as
             assert node["related"]["create_approval_template"]["name"]
             continue
         template = templates[node["unified_job_template"]["name"]]
-        extra, errors = awx.workflow_node_extra_vars(template, node, workflow_vars, artifacts)
+        runtime, errors = awx.workflow_node_job_kwargs(template, node, workflow_vars, artifacts)
+        extra = awx.launch_extra_vars(template, runtime)
         assert errors == {}, (node["identifier"], errors)   # the WFJT's node_prompts_rejected stays empty
         seen.append((template["name"], {k: extra.get(k) for k in ARTIFACTS if k in extra}))
         if template["name"] == "Plan fleet":
@@ -173,9 +178,9 @@ def test_every_workflow_node_launches_and_the_plan_reaches_the_nodes_after_it(as
         for question in awx._survey(template):
             if question["variable"] in workflow_vars:
                 assert extra[question["variable"]] == workflow_vars[question["variable"]]
-    assert [name for name, _ in seen] == ["Record facts", "Plan fleet", "Apply nodes", "Apply cluster", "GPU health"]
+    assert [template for template, _ in seen] == ["Record facts", "Plan fleet"] + after_plan
     assert seen[0][1] == seen[1][1] == {}
-    assert seen[2] == ("Apply nodes", plan), "Apply nodes runs the approved plan"
+    assert seen[2:] == [(template, plan) for template in after_plan], "the nodes after the approval run the approved plan"
 
 
 def test_plan_fleet_hands_the_plan_on_as_artifacts():
@@ -288,8 +293,9 @@ def test_every_template_and_node_imports_from_the_release_tarball(assets, releas
     assert "playbooks/nodes.yml" in playbooks and not any("/tasks/" in p or p.startswith("roles/") for p in playbooks)
     assert import_problems(assets, playbooks) == []
     names = {t["name"] for t in assets["job_templates"]}
-    for node in assets["workflow_job_templates"][0]["related"]["workflow_nodes"]:
-        assert node.get("unified_job_template") is None or node["unified_job_template"]["name"] in names
+    for workflow in assets["workflow_job_templates"]:
+        for node in workflow["related"]["workflow_nodes"]:
+            assert node.get("unified_job_template") is None or node["unified_job_template"]["name"] in names
 
 
 @pytest.mark.parametrize("change, message", [
@@ -306,7 +312,9 @@ def test_the_import_check_finds_what_awx_import_drops(assets, release_project, c
     problems = import_problems(broken, project_playbooks(str(release_project)))
     assert any(message in p for p in problems), problems
     if "syncs" in message:   # every template, and so every node that names one
-        assert len(problems) == len(assets["job_templates"]) + 5, problems
+        nodes = [n for w in assets["workflow_job_templates"] for n in w["related"]["workflow_nodes"]
+                 if n.get("unified_job_template")]
+        assert len(problems) == len(assets["job_templates"]) + len(nodes), problems
 
 
 def test_a_task_file_is_no_playbook(tmp_path):
