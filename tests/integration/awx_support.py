@@ -178,10 +178,11 @@ def survey_answer_errors(element, data, validate_required=True):
 
 
 def _choice_list(element):
-    choices = list(element["choices"]) if not isinstance(element["choices"], str) else element["choices"]
+    """A question's choices: a list, or text with one choice a line (blank lines dropped)."""
+    choices = element["choices"]
     if isinstance(choices, str):
-        choices = [choice for choice in choices.splitlines() if choice.strip() != ""]
-    return choices
+        return [choice for choice in choices.splitlines() if choice.strip() != ""]
+    return list(choices)
 
 
 def _survey(template):
