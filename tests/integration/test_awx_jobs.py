@@ -96,8 +96,9 @@ def jobs(tmp_path_factory):
     jobs.launch("Rolling driver upgrade", job_type="check")
     jobs.launch("DCGM diagnostics", job_type="check")
     jobs.launch("Kubelet tuning", job_type="check")
-    # The node layer once more, unsliced and with a fact storage of its own.
-    jobs.launch("Apply nodes", key="Apply nodes unsliced", job_type="check", facts=awx.FactStore(), verbosity=0)
+    # The node layer once more, unsliced and with a fact storage of its own, as its node launches it.
+    jobs.launch("Apply nodes", key="Apply nodes unsliced", job_type="check", facts=awx.FactStore(), verbosity=0,
+                answers=node_vars("apply-nodes"))
     # A slice without the k8s_control host, in an inventory that leaves MIG's control
     # host to the mig role's default.
     plain = awx.awx_inventory_from_project(awx.ROOT / "inventories" / "demo" / "hosts.yml", jobs.project)
@@ -209,9 +210,16 @@ def test_union_of_the_slices_is_the_unsliced_run(jobs):
     assert set(union) - {"localhost"} == set(whole) - {"localhost"} == set(GPU_NODES)
 
 
+class _ExtraVarsLoader(yaml.SafeLoader):
+    """Reads the extravars file AWX writes, every string tagged !unsafe."""
+
+
+_ExtraVarsLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
 def _extravars(run):
     result = run[0]
-    return yaml.safe_load(open(result.config.private_data_dir + "/env/extravars").read())
+    return yaml.load(open(result.config.private_data_dir + "/env/extravars").read(), Loader=_ExtraVarsLoader)
 
 
 def test_plan_fleet_keeps_the_plan_outside_the_job_and_names_it(jobs):
