@@ -105,42 +105,131 @@ def survey_spec_errors(spec):
     return []
 
 
-def survey_answer_errors(element, data):
-    """SurveyJobTemplateMixin._survey_element_validation (awx/main/models/mixins.py):
-    what a launch refuses, for one question and the submitted answers."""
+# The launch rules below are ported from AWX's source, ansible/awx at the commits named:
+#   awx/main/models/mixins.py @ 6a9566e10234c9dc42b870f2a8178e90fe950293, SurveyJobTemplateMixin:
+#     _survey_element_validation, _accept_or_ignore_variables, _update_unified_job_kwargs,
+#     variables_needed_to_start;
+#   awx/main/models/workflow.py @ 6a61b7ce4984e60971d1d8e70e53e72d285acc80, WorkflowJobNode.get_job_kwargs
+#     (what a workflow node's job gets: its own prompts, the ancestors' artifacts, the workflow's extra vars);
+#   awx/api/serializers.py, JobLaunchSerializer.validate (_exclude_errors=['prompts']: an extra var no
+#     question asks for is ignored, every other error is a 400) and WorkflowJobLaunchSerializer.validate
+#     (no exclusions).
+# AWX 24.6.1 answers the same way (the operator's 400 "'gpuops_nodes_serial' value missing" for a
+# required question that has a default is the "value missing" rule below).
+PASSWORD_PLACEHOLDER = "$encrypted$"
+
+
+def survey_answer_errors(element, data, validate_required=True):
+    """SurveyJobTemplateMixin._survey_element_validation: what a launch refuses, for
+    one question and the submitted answers (an empty list when AWX accepts them)."""
     var = element["variable"]
-    if var not in data:
-        return ["'%s' value missing" % var] if element["required"] else []
-    value = data[var]
-    qtype = element["type"]
-    low = element.get("min") if element.get("min") not in ("", None) else None
-    high = element.get("max") if element.get("max") not in ("", None) else None
-    if qtype in ("textarea", "text", "password"):
-        if not isinstance(value, str):
-            return ["Value %s for '%s' expected to be a string." % (value, var)]
-        size = len(value)
-    elif qtype == "integer":
-        if isinstance(value, bool) or not isinstance(value, int):  # AWX: type(value) is not int
-            return ["Value %s for '%s' expected to be an integer." % (value, var)]
-        size = value
-    elif qtype == "float":
-        if isinstance(value, bool) or not isinstance(value, (float, int)):  # AWX: type(value) not in (float, int)
-            return ["Value %s for '%s' expected to be a numeric type." % (value, var)]
-        size = value
-    else:
-        choices = element["choices"]
-        if isinstance(choices, str):
-            choices = [c for c in choices.splitlines() if c.strip() != ""]
-        values = value if qtype == "multiselect" else [value]
-        if qtype == "multiselect" and not isinstance(value, list):
-            return ["'%s' value is expected to be a list." % var]
-        return ["Value %s for '%s' expected to be one of %s." % (v, var, choices) for v in values if v not in choices]
     errors = []
-    if low is not None and size < int(low):
-        errors.append("'%s' value %s is too small (must be at least %s)." % (var, value, low))
-    if high is not None and size > int(high):
-        errors.append("'%s' value %s is too large (must be no more than %s)." % (var, value, high))
+    if element["type"] == "password":
+        value = data.get(var)
+        if isinstance(value, str) and value == PASSWORD_PLACEHOLDER:
+            if element.get("default") is None and element["required"]:
+                if validate_required:
+                    errors.append("'%s' value missing" % var)
+            return errors
+    if var not in data and element["required"]:
+        if validate_required:
+            errors.append("'%s' value missing" % var)
+    elif element["type"] in ("textarea", "text", "password"):
+        if var in data:
+            value = data[var]
+            if not isinstance(value, str):
+                return ["Value %s for '%s' expected to be a string." % (value, var)]
+            if "min" in element and element["min"] not in ("", None) and len(value) < int(element["min"]):
+                errors.append("'%s' value %s is too small (length is %s must be at least %s)." % (
+                    var, value, len(value), element["min"]))
+            if "max" in element and element["max"] not in ("", None) and len(value) > int(element["max"]):
+                errors.append("'%s' value %s is too large (must be no more than %s)." % (var, value, element["max"]))
+    elif element["type"] == "integer":
+        if var in data:
+            value = data[var]
+            if type(value) is not int:  # AWX: type(...) != int, so True is refused too
+                return ["Value %s for '%s' expected to be an integer." % (value, var)]
+            if "min" in element and element["min"] not in ("", None) and value < int(element["min"]):
+                errors.append("'%s' value %s is too small (must be at least %s)." % (var, value, element["min"]))
+            if "max" in element and element["max"] not in ("", None) and value > int(element["max"]):
+                errors.append("'%s' value %s is too large (must be no more than %s)." % (var, value, element["max"]))
+    elif element["type"] == "float":
+        if var in data:
+            value = data[var]
+            if type(value) not in (float, int):
+                return ["Value %s for '%s' expected to be a numeric type." % (value, var)]
+            if "min" in element and element["min"] not in ("", None) and value < float(element["min"]):
+                errors.append("'%s' value %s is too small (must be at least %s)." % (var, value, element["min"]))
+            if "max" in element and element["max"] not in ("", None) and value > float(element["max"]):
+                errors.append("'%s' value %s is too large (must be no more than %s)." % (var, value, element["max"]))
+    elif element["type"] == "multiselect":
+        if var in data:
+            if type(data[var]) is not list:
+                errors.append("'%s' value is expected to be a list." % var)
+            else:
+                choices = _choice_list(element)
+                errors += ["Value %s for '%s' expected to be one of %s." % (v, var, choices)
+                           for v in data[var] if v not in choices]
+    elif element["type"] == "multiplechoice":
+        choices = _choice_list(element)
+        if var in data and data[var] not in choices:
+            errors.append("Value %s for '%s' expected to be one of %s." % (data[var], var, choices))
     return errors
+
+
+def _choice_list(element):
+    """A question's choices: a list, or text with one choice a line (blank lines dropped)."""
+    choices = element["choices"]
+    if isinstance(choices, str):
+        return [choice for choice in choices.splitlines() if choice.strip() != ""]
+    return list(choices)
+
+
+def _survey(template):
+    """The questions AWX asks: only with survey_enabled and a spec."""
+    spec = template.get("related", {}).get("survey_spec") or {}
+    return spec.get("spec", []) if template.get("survey_enabled") and "spec" in spec else []
+
+
+def variables_needed_to_start(template):
+    """SurveyJobTemplateMixin.variables_needed_to_start: every required question, default or not."""
+    return [element["variable"] for element in _survey(template) if element["required"]]
+
+
+def accept_or_ignore_variables(template, data, exclude_errors=()):
+    """SurveyJobTemplateMixin._accept_or_ignore_variables: (accepted, rejected, errors)
+    of the extra vars given at launch."""
+    extra_vars = dict(data)
+    errors, rejected, accepted = {}, {}, {}
+    survey = (template.get("related", {}).get("survey_spec") or {}) if template.get("survey_enabled") else {}
+    if survey:
+        survey_errors = []
+        for element in survey.get("spec", []):
+            key = element.get("variable")
+            element_errors = survey_answer_errors(element, data, validate_required="required" not in exclude_errors)
+            if element_errors:
+                survey_errors += element_errors
+                if key is not None and key in extra_vars:
+                    rejected[key] = extra_vars.pop(key)
+            elif key in extra_vars:
+                accepted[key] = extra_vars.pop(key)
+        if survey_errors:
+            errors["variables_needed_to_start"] = survey_errors
+    if template.get("ask_variables_on_launch"):
+        accepted.update(extra_vars)
+        extra_vars = {}
+    if extra_vars:
+        # Prune the prompted variables for those identical to template
+        template_vars = yaml.safe_load(template.get("extra_vars") or "") or {}
+        for key in set(template_vars) & set(extra_vars):
+            if template_vars[key] == extra_vars[key]:
+                extra_vars.pop(key)
+    if extra_vars:
+        rejected.update(extra_vars)
+        if "prompts" not in exclude_errors:
+            errors["extra_vars"] = ["Variables %s are not allowed on launch. Check the Prompt on Launch setting on the "
+                                    "template to include Extra Variables." % ", ".join(str(k) for k in extra_vars)]
+    return accepted, rejected, errors
 
 
 def launch_extra_vars(template, answers=None):
@@ -148,14 +237,58 @@ def launch_extra_vars(template, answers=None):
     then each survey default that passes its own question's validation, then the
     answers given at launch."""
     extra = yaml.safe_load(template.get("extra_vars") or "") or {}
-    spec = template.get("related", {}).get("survey_spec") or {}
-    if template.get("survey_enabled") and "spec" in spec:
-        for element in spec["spec"]:
-            default = element.get("default")
-            if default is not None and not survey_answer_errors(element, {element["variable"]: default}):
-                extra[element["variable"]] = default
+    for element in _survey(template):
+        default = element.get("default")
+        if default is not None and not survey_answer_errors(element, {element["variable"]: default}):
+            extra[element["variable"]] = default
     extra.update(answers or {})
     return extra
+
+
+class LaunchRefused(Exception):
+    """The 400 of a launch endpoint: ``errors`` is its JSON body."""
+
+    def __init__(self, errors):
+        super().__init__(json.dumps(errors, sort_keys=True))
+        self.errors = errors
+
+
+def api_launch(template, extra_vars=None, workflow=False):
+    """POST .../job_templates/<id>/launch/ (JobLaunchSerializer.validate, with
+    _exclude_errors=['prompts']) or .../workflow_job_templates/<id>/launch/
+    (WorkflowJobLaunchSerializer.validate, nothing excluded): LaunchRefused with
+    AWX's errors, or the extra vars of the job (or workflow job) it creates."""
+    exclude = () if workflow else ("prompts",)
+    accepted, _rejected, errors = accept_or_ignore_variables(template, extra_vars or {}, exclude_errors=exclude)
+    if errors:
+        raise LaunchRefused(errors)
+    return launch_extra_vars(template, accepted)
+
+
+def job_artifacts(result):
+    """Job.artifacts as AWX stores them: the artifact_data of the job's playbook_on_stats
+    event, which is what set_stats (per_host: false) left in the run's custom stats."""
+    for event in result.events:
+        if event["event"] == "playbook_on_stats":
+            return dict(event["event_data"].get("artifact_data") or {})
+    return {}
+
+
+def workflow_node_job_kwargs(template, node, workflow_extra_vars, ancestor_artifacts):
+    """WorkflowJobNode.get_job_kwargs for a job template node: the extra_vars the node's
+    job is created with (launch_extra_vars then adds the template's own and its survey
+    defaults), and the errors AWX logs for the node's own prompts (it starts the job
+    anyway; the WFJT's node_prompts_rejected lists such nodes). The ancestors'
+    artifacts go in, then the workflow job's extra vars over them; neither goes through
+    the job template's survey."""
+    prompts = dict(node.get("extra_data") or {})
+    accepted, _rejected, errors = accept_or_ignore_variables(template, prompts)
+    extra = dict(accepted)
+    functional = dict(ancestor_artifacts)
+    functional.pop("_ansible_no_log", None)
+    extra.update(functional)
+    extra.update(workflow_extra_vars)
+    return extra, errors
 
 
 # ---- Credential types -------------------------------------------------------------

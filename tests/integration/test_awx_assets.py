@@ -228,7 +228,10 @@ def test_survey_answers_are_checked_as_awx_checks_them(assets):
     assert "expected to be an integer" in awx.survey_answer_errors(level, {"dcgm_diag_level": "3"})[0]
     nodes = next(t for t in assets["job_templates"] if t["name"] == "Apply nodes")
     serial = nodes["related"]["survey_spec"]["spec"][1]
-    assert "value missing" in awx.survey_answer_errors(serial, {})[0]
+    assert serial["variable"] == "gpuops_nodes_serial" and serial["required"] is False
+    assert awx.survey_answer_errors(serial, {}) == []
+    # Required, AWX wants an answer whatever the default (the operator's 400).
+    assert awx.survey_answer_errors(dict(serial, required=True), {}) == ["'gpuops_nodes_serial' value missing"]
     assert "too large" in awx.survey_answer_errors(serial, {"gpuops_nodes_serial": "10000"})[0]
     # A default that fails its own question is not sent (_update_unified_job_kwargs).
     broken = copy.deepcopy(dcgm)
@@ -387,7 +390,7 @@ def _workflow_run(workflow, outcomes):
 
 
 def test_workflow_records_plans_waits_for_approval_then_applies(assets):
-    (workflow,) = assets["workflow_job_templates"]
+    workflow = awx.by_name(assets, "workflow_job_templates")["GPU fleet rollout"]
     nodes = {n["identifier"]: n for n in workflow["related"]["workflow_nodes"]}
     assert _workflow_run(workflow, {}) == ["record", "plan", "approve", "apply-nodes", "apply-cluster", "health"]
     templates = [nodes[i].get("unified_job_template", {}).get("name") if nodes[i].get("unified_job_template") else None
@@ -399,6 +402,23 @@ def test_workflow_records_plans_waits_for_approval_then_applies(assets):
     assert _workflow_run(workflow, {"plan": "failed"}) == ["record", "plan"]
     assert _workflow_run(workflow, {"approve": "failed"}) == ["record", "plan", "approve"]
     assert _workflow_run(workflow, {"record": "failed"}) == ["record"]
+    for node in nodes.values():
+        key = node["natural_key"]
+        assert key["workflow_job_template"] == workflow["natural_key"] and key["identifier"] == node["identifier"]
+
+
+def test_driver_upgrade_workflow_records_plans_waits_for_approval_then_upgrades(assets):
+    workflow = awx.by_name(assets, "workflow_job_templates")["GPU driver upgrade"]
+    nodes = {n["identifier"]: n for n in workflow["related"]["workflow_nodes"]}
+    assert _workflow_run(workflow, {}) == ["record", "plan", "approve", "upgrade"]
+    templates = [(nodes[i].get("unified_job_template") or {}).get("name") for i in _workflow_run(workflow, {})]
+    assert templates == ["Record facts", "Plan fleet", None, "Rolling driver upgrade"]
+    assert "unified_job_template" not in nodes["approve"] and nodes["approve"]["related"]["create_approval_template"]["timeout"] > 0
+    assert _workflow_run(workflow, {"plan": "failed"}) == ["record", "plan"]
+    assert _workflow_run(workflow, {"approve": "failed"}) == ["record", "plan", "approve"]
+    # The plan's upgrade waves and the upgrade come from the same answers.
+    upgrade = awx.by_name(assets, "job_templates")["Rolling driver upgrade"]
+    assert workflow["related"]["survey_spec"]["spec"] == upgrade["related"]["survey_spec"]["spec"]
     for node in nodes.values():
         key = node["natural_key"]
         assert key["workflow_job_template"] == workflow["natural_key"] and key["identifier"] == node["identifier"]

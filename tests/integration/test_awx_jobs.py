@@ -7,11 +7,16 @@ credentials' injectors as environment variables and files, and AWX's fact storag
 for use_fact_cache. The inventory is the shipped one with the demo fleet synced into
 it from the project (inventories/demo), every job runs in check mode at verbosity 3,
 and the jobs run in the rollout workflow's order, so Apply cluster plans the cluster
-from the facts the three slices of Apply nodes stored.
+from the facts the three slices of Apply nodes stored. The workflow's nodes get what
+AWX gives them: the workflow survey's answers (here the driver question left empty) and
+the artifacts of the Plan fleet job before them, whose plan.json lies in the shipped
+report folder (a temporary folder stands for /var/lib/gpuops/fleet).
 """
+import hashlib
 import secrets
 
 import pytest
+import yaml
 
 from ansible.release import __version__ as ansible_version
 
@@ -43,6 +48,10 @@ class Jobs:
         self.project = awx.copy_project(workdir / "project")
         self.inventory = awx.awx_inventory_from_project(
             awx.ROOT / "inventories" / "demo" / "hosts.yml", self.project, base=self.assets["inventory"][0])
+        # The shipped report folder, named by the job id, under a folder of its own.
+        shipped = yaml.safe_load(self.assets["inventory"][0]["variables"])["gpuops_fleet_report_dir"]
+        self.report_root = workdir / "persistent"
+        self.inventory["vars"]["gpuops_fleet_report_dir"] = shipped.replace("/var/lib/gpuops/fleet", str(self.report_root))
         self.workdir = workdir
         self.facts = awx.FactStore()
         self.next_id = 100
@@ -62,20 +71,34 @@ def jobs(tmp_path_factory):
     jobs = Jobs(tmp_path_factory.mktemp("awx"))
     # The rollout workflow, each job as its node launches it (check mode but for
     # Record facts, which changes no node: the demo is plan-only).
-    jobs.launch("Record facts")
-    jobs.launch("Plan fleet")
+    workflow = awx.by_name(jobs.assets, "workflow_job_templates")["GPU fleet rollout"]
+    jobs.workflow_vars = awx.api_launch(workflow, {"gpuops_driver_version": ""}, workflow=True)
+    nodes = {n["identifier"]: n for n in workflow["related"]["workflow_nodes"]}
+    jobs.artifacts = {}
+
+    def node_vars(identifier):
+        template = jobs.templates[nodes[identifier]["unified_job_template"]["name"]]
+        runtime, errors = awx.workflow_node_job_kwargs(template, nodes[identifier], jobs.workflow_vars, jobs.artifacts)
+        assert errors == {}, errors
+        return runtime
+
+    jobs.launch("Record facts", answers=node_vars("record"))
+    jobs.launch("Plan fleet", answers=node_vars("plan"))
+    jobs.artifacts.update(awx.job_artifacts(jobs.runs["Plan fleet"][0]))
     slices = jobs.templates["Apply nodes"]["job_slice_count"]
     for number in range(1, slices + 1):
         jobs.launch("Apply nodes", key="Apply nodes %d/%d" % (number, slices), job_type="check",
-                    slice_number=number, slice_count=slices, verbosity=3 if number == 1 else 0)
-    jobs.launch("Apply cluster", job_type="check")
-    jobs.launch("GPU health", job_type="check")
+                    slice_number=number, slice_count=slices, verbosity=3 if number == 1 else 0,
+                    answers=node_vars("apply-nodes"))
+    jobs.launch("Apply cluster", job_type="check", answers=node_vars("apply-cluster"))
+    jobs.launch("GPU health", job_type="check", answers=node_vars("health"))
     # Day 2.
     jobs.launch("Rolling driver upgrade", job_type="check")
     jobs.launch("DCGM diagnostics", job_type="check")
     jobs.launch("Kubelet tuning", job_type="check")
-    # The node layer once more, unsliced and with a fact storage of its own.
-    jobs.launch("Apply nodes", key="Apply nodes unsliced", job_type="check", facts=awx.FactStore(), verbosity=0)
+    # The node layer once more, unsliced and with a fact storage of its own, as its node launches it.
+    jobs.launch("Apply nodes", key="Apply nodes unsliced", job_type="check", facts=awx.FactStore(), verbosity=0,
+                answers=node_vars("apply-nodes"))
     # A slice without the k8s_control host, in an inventory that leaves MIG's control
     # host to the mig role's default.
     plain = awx.awx_inventory_from_project(awx.ROOT / "inventories" / "demo" / "hosts.yml", jobs.project)
@@ -185,3 +208,45 @@ def test_union_of_the_slices_is_the_unsliced_run(jobs):
     for host in GPU_NODES:
         assert union[host] == whole[host], host
     assert set(union) - {"localhost"} == set(whole) - {"localhost"} == set(GPU_NODES)
+
+
+class _ExtraVarsLoader(yaml.SafeLoader):
+    """Reads the extravars file AWX writes, every string tagged !unsafe."""
+
+
+_ExtraVarsLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
+def _extravars(run):
+    result = run[0]
+    return yaml.load(open(result.config.private_data_dir + "/env/extravars").read(), Loader=_ExtraVarsLoader)
+
+
+def test_plan_fleet_keeps_the_plan_outside_the_job_and_names_it(jobs):
+    """The plan is not in the job's project copy (AWX throws it away) but in the report
+    folder named by the job's id, and the artifacts name it with its digest."""
+    result = jobs.runs["Plan fleet"][0]
+    artifacts = awx.job_artifacts(result)
+    plan_file = jobs.report_root / result.config.ident / "plan.json"
+    assert artifacts["gpuops_approved_plan"] == str(plan_file) and plan_file.is_file(), artifacts
+    assert artifacts["gpuops_approved_plan_sha256"] == hashlib.sha256(plan_file.read_bytes()).hexdigest()
+    assert artifacts["gpuops_fleet_plan_report"] == str(plan_file.parent / "index.html")
+    assert not (jobs.project / "build" / "fleet" / "plan.json").exists()
+    assert "report: %s" % artifacts["gpuops_fleet_plan_report"] in result.stdout.read(), "the job's summary names the page"
+
+
+def test_an_empty_driver_answer_keeps_every_pools_pin(jobs):
+    """The workflow's driver question answered empty reaches every node as "", and
+    only the pool pinned to 570.195.03 moves."""
+    assert all(_extravars(jobs.runs[k])["gpuops_driver_version"] == "" for k in ("Plan fleet", "Apply nodes 1/3"))
+    plan = awx.json.loads(open(awx.job_artifacts(jobs.runs["Plan fleet"][0])["gpuops_approved_plan"]).read())
+    assert plan["summary"]["driver_changes"] == ["hgx-h100-0%d" % i for i in range(1, 5)], plan["summary"]["driver_changes"]
+
+
+@pytest.mark.parametrize("name", ["Apply nodes 1/3", "Apply nodes 2/3", "Apply nodes 3/3", "Apply cluster", "GPU health"])
+def test_the_nodes_after_the_plan_get_the_approved_plan(jobs, name):
+    artifacts = awx.job_artifacts(jobs.runs["Plan fleet"][0])
+    extra = _extravars(jobs.runs[name])
+    assert extra["gpuops_approved_plan"] == artifacts["gpuops_approved_plan"], name
+    assert extra["gpuops_approved_plan_sha256"] == artifacts["gpuops_approved_plan_sha256"], name
+    assert "gpuops_approved_plan" not in _extravars(jobs.runs["Record facts"])
