@@ -406,15 +406,15 @@ def _read_yaml(path):
 
 
 def _recorded(hostvars, name, facts_dir):
-    """``(where, (facts, error))`` of a host, through the one facts source of every playbook."""
+    """``(where, (facts, error), recorded_at)`` of a host, through the one facts source of every playbook."""
     try:
         where, record = recorded_facts.load(hostvars, name, facts_dir or "")
     except recorded_facts.RecordedFactsError as exc:
-        return recorded_facts.source(hostvars, name, facts_dir or "")[1], (None, str(exc))
+        return recorded_facts.source(hostvars, name, facts_dir or "")[1], (None, str(exc)), None
     if record is None:
         return "", (None, "no recorded facts for this host: set gpuops_fleet_facts_dir (record them with "
-                          "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache")
-    return where, (record["nvidia"], None)
+                          "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache"), None
+    return where, (record["nvidia"], None), record.get("recorded_at")
 
 
 def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, default_config="", labels=None,
@@ -440,11 +440,15 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
         settings = host_settings(hostvars, name)
         path = ""
         try:
-            path, loaded = _recorded(hostvars, name, facts_dir)
+            path, loaded, recorded_at = _recorded(hostvars, name, facts_dir)
             # Normalised: inventories/demo/../../tests/x.json reads as tests/x.json in every message.
             path = os.path.normpath(path) if path else path
             host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
                              keep, loaded)
+            if loaded[0] is not None:
+                # The record's own time, wherever it was kept (the fact cache has no file to date it by);
+                # None: a facts file of unknown time, dated later by its mtime.
+                host["facts_recorded_at"] = recorded_facts.epoch(recorded_at)
         except HOST_FAILURES as exc:
             # One host's facts never stop the fleet: what its facts broke is that host's error.
             node = settings["node_name"] if isinstance(settings["node_name"], str) else name

@@ -230,16 +230,17 @@ def _pools(plan):
         rows.append(
             '<tr data-pool="%s"><td><a href="%s">%s</a></td><td class="num">%d</td><td class="num">%d</td><td>%s</td>'
             '<td>%s</td><td>%s</td><td>%s</td><td>%s<span class="muted">%s</span></td><td class="num">%d / %d / %d</td>'
-            '<td class="num">%d</td></tr>' % (
+            '<td class="num">%d</td><td class="num">%d</td></tr>' % (
                 _e(name), _q("pool:" + name), _e(name), pool["hosts"], pool["gpus"], _e(_counts(pool["models"])),
                 _e(_counts(pool["drivers"])), _e(_counts(pool["mig_layouts"])), _e(_counts(pool["capacity"])),
                 _hbar(pool["health"]), _e(" ".join("%s %d" % (s, pool["health"][s]) for s in fleet_views.STATUSES
                                                    if pool["health"][s])),
-                pool["drain"], pool["gpu_reset"], pool["reboot"], pool["stale"]))
+                pool["drain"], pool["gpu_reset"], pool["reboot"], pool["stale"], pool.get("no_facts", 0)))
     return ('<section id="pools"><h2>Pools (inventory groups)</h2>%s</section>' % _box(
         '<table id="pool-table"><thead><tr><th>pool</th><th class="num">hosts</th><th class="num">GPUs</th>'
         '<th>models (GPUs)</th><th>drivers (hosts)</th><th>MIG layouts (hosts)</th><th>Kubernetes capacity</th>'
-        '<th>health</th><th class="num">drain / GPU reset / reboot</th><th class="num">stale facts</th></tr></thead>'
+        '<th>health</th><th class="num">drain / GPU reset / reboot</th><th class="num">stale facts</th><th class="num">no facts</th></tr>'
+        '</thead>'
         '<tbody>%s</tbody></table>' % "".join(rows)))
 
 
@@ -416,6 +417,7 @@ def render(plan, title="GPU fleet plan"):
     s = plan["summary"]
     statuses = dict((n, fleet_views.status(h)) for n, h in plan["hosts"].items())
     stale = len(fleet_views.stale_hosts(plan))
+    no_facts = len(fleet_views.no_facts_hosts(plan))
     cards = [
         _card("hosts", s["hosts"], "hosts"),
         _card("invalid plans", len(s["hosts_invalid"]), "hosts_invalid", "bad" if s["hosts_invalid"] else "good"),
@@ -428,6 +430,7 @@ def render(plan, title="GPU fleet plan"):
         _card("fabric manager nodes", len(s["fabric_manager"]), "fabric_manager"),
         _card("reboot waves", len(plan["waves"]["batches"]), "waves"),
         _card("stale facts", stale, "stale", "warn" if stale else "good"),
+        _card("no facts", no_facts, "no_facts", "bad" if no_facts else "good"),
     ]
     lists = []
     for label, key, flt in (("Invalid plans", "hosts_invalid", "status:invalid"), ("Nodes to reboot", "reboot",
@@ -478,7 +481,7 @@ def render(plan, title="GPU fleet plan"):
         "</div>",
         _health(plan, statuses),
         '<section id="nodes"><h2>Nodes</h2><div class="filter"><input id="filter" type="search" '
-        'placeholder="filter: words, or pool:, status:, wave:, disruption:, driver:, mig:, changed:, stale:yes" '
+        'placeholder="filter: words, or pool:, status:, wave:, disruption:, driver:, mig:, changed:, stale:yes, stale:none" '
         'aria-label="filter the nodes"><span id="count" class="muted"></span></div>',
         '<div id="nodebox"><table id="node-table"><thead><tr>%s</tr></thead><tbody></tbody></table></div>' % head,
         '<p class="muted">Click a column to sort, a row for its details.</p></section>',
@@ -510,12 +513,12 @@ SCRIPT = r"""
   function age(i) { var r = D.rec[i]; return r === null ? Infinity : NOW - r; }
   function ageText(i) {
     var a = age(i);
-    if (a === Infinity) { return "unknown"; }
+    if (a === Infinity) { return "no facts"; }
     if (a < 3600) { return Math.max(0, Math.round(a / 60)) + " min"; }
     if (a < 172800) { return Math.round(a / 3600) + " h"; }
     return Math.round(a / 86400) + " d";
   }
-  function stale(i) { return age(i) > STALE; }
+  function stale(i) { var a = age(i); return a !== Infinity && a > STALE; }
   function text(col, i) {
     var v = D[col.key][i];
     if (col.kind === "s") { return S[v]; }
@@ -547,7 +550,9 @@ SCRIPT = r"""
     query.toLowerCase().split(/\s+/).forEach(function (word) {
       if (!word) { return; }
       var at = word.indexOf(":"), key = at > 0 ? word.slice(0, at) : "", value = at > 0 ? word.slice(at + 1) : word;
-      if (key === "stale") {
+      if (key === "stale" && value === "none") {
+        tests.push(function (i) { return D.rec[i] === null; });
+      } else if (key === "stale") {
         var want = value !== "no";
         tests.push(function (i) { return stale(i) === want; });
       } else if (key === "changed" && (value === "yes" || value === "")) {

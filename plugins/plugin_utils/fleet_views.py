@@ -29,12 +29,11 @@ __metaclass__ = type
 import os
 import re
 import time
-from datetime import datetime, timezone
 
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.helpers import pct_to_int
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema, recorded_facts
 
 STATUSES = ("ok", "warning", "critical", "invalid")
 UNGROUPED = "ungrouped"
@@ -72,21 +71,6 @@ def disruption(host):
     return {"drain": drain, "gpu_reset": reset, "reboot": reboot, "summary": " + ".join(parts) or "none"}
 
 
-def _epoch(text):
-    """Seconds since the epoch of a number or an ISO 8601 time (UTC unless it says otherwise); None if neither."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.timestamp()
-
-
 def facts_time(path):
     """(seconds since the epoch, "recorded" or "mtime") of a facts file; (None, None) when unreadable.
 
@@ -107,10 +91,28 @@ def facts_time(path):
     for chunk in (head, tail):
         match = _RECORDED.search(chunk.decode("utf-8", "replace"))
         if match:
-            when = _epoch(match.group(2) if match.group(2) is not None else match.group(1))
+            when = recorded_facts.epoch(match.group(2) if match.group(2) is not None else match.group(1))
             if when is not None:
                 return round(when, 3), "recorded"
     return round(mtime, 3), "mtime"
+
+
+def facts_age(host):
+    """(seconds since the epoch, "recorded" or "mtime") of a host's facts; (None, None) when it has none.
+
+    The time the planner read from the record wins (a record from the fact cache has no file to date it
+    by); a facts file without one is dated by facts_time. A host whose facts could not be read (the planner
+    left no ``facts_recorded_at``: no file, no record in the fact cache, or one it could not use) has none.
+    """
+    if "facts_recorded_at" not in host:
+        return None, None
+    recorded = host["facts_recorded_at"]
+    if recorded is not None:
+        return round(float(recorded), 3), "recorded"
+    path = host.get("facts_file")
+    if not path or path == recorded_facts.CACHE_WHERE:
+        return None, None
+    return facts_time(path)
 
 
 def pools(names, groups, fleet_group):
@@ -196,7 +198,8 @@ def rollups(order, hosts, stale_before):
         host = hosts[name]
         pool = out.setdefault(host["pool"], {
             "hosts": 0, "gpus": 0, "models": {}, "drivers": {}, "mig_layouts": {}, "capacity": {},
-            "health": dict((s, 0) for s in STATUSES), "drain": 0, "gpu_reset": 0, "reboot": 0, "stale": 0})
+            "health": dict((s, 0) for s in STATUSES), "drain": 0, "gpu_reset": 0, "reboot": 0, "stale": 0,
+            "no_facts": 0})
         pool["hosts"] += 1
         pool["gpus"] += host.get("gpu_count") or 0
         _add(pool["models"], host.get("gpu_models"))
@@ -210,7 +213,9 @@ def rollups(order, hosts, stale_before):
         for key in ("drain", "gpu_reset", "reboot"):
             pool[key] += 1 if host["disruption"][key] else 0
         recorded = host.get("facts_recorded_at")
-        if recorded is None or recorded < stale_before:
+        if recorded is None:
+            pool["no_facts"] += 1
+        elif recorded < stale_before:
             pool["stale"] += 1
     return out
 
@@ -369,14 +374,15 @@ def enrich(plan, order, pool_of, serial=1, canary=False, tenant_settings=None, s
     for name in order:
         host = hosts[name]
         path = host.get("facts_file")
-        if path:
+        if path and path != recorded_facts.CACHE_WHERE:
             host["facts_file"] = os.path.normpath(os.path.abspath(path))
         host["pool"] = pool_of.get(name, UNGROUPED)
         host["disruption"] = disruption(host)
-        host["facts_recorded_at"], host["facts_time_source"] = facts_time(host["facts_file"]) if path else (None, None)
+        host["facts_recorded_at"], host["facts_time_source"] = facts_age(host)
     plan["version"] = fleet_schema.VERSION
     plan["order"] = list(order)
-    plan["facts_root"] = common_dir([hosts[n].get("facts_file") for n in order])
+    plan["facts_root"] = common_dir([hosts[n].get("facts_file") for n in order
+                                     if hosts[n].get("facts_file") != recorded_facts.CACHE_WHERE])
     plan["stale_after_hours"] = stale_after_hours
     stale_before = (time.time() if now is None else now) - 3600.0 * stale_after_hours
     plan["pools"] = rollups(order, hosts, stale_before)
@@ -394,10 +400,16 @@ def enrich(plan, order, pool_of, serial=1, canary=False, tenant_settings=None, s
 
 
 def stale_hosts(plan, now=None):
-    """Hosts whose facts are older than the plan's stale_after_hours (or of unknown age), at ``now``."""
+    """Hosts whose facts are older than the plan's stale_after_hours, at ``now`` (hosts without facts are
+    no_facts_hosts, not stale)."""
     limit = (time.time() if now is None else now) - 3600.0 * plan.get("stale_after_hours", 168)
     return [n for n in plan.get("order") or sorted(plan["hosts"])
-            if plan["hosts"][n].get("facts_recorded_at") is None or plan["hosts"][n]["facts_recorded_at"] < limit]
+            if plan["hosts"][n].get("facts_recorded_at") is not None and plan["hosts"][n]["facts_recorded_at"] < limit]
+
+
+def no_facts_hosts(plan):
+    """Hosts without facts: none could be read (no facts file, no record in the fact cache, a broken one)."""
+    return [n for n in plan.get("order") or sorted(plan["hosts"]) if plan["hosts"][n].get("facts_recorded_at") is None]
 
 
 def _preview(names, count, where):
@@ -444,8 +456,10 @@ def overview(plan, count=5, now=None):
                          c["health"], c["capacity"],
                          "; capacity " + _pairs(d["totals"]["capacity"]) if d["totals"]["capacity"] else ""))
     stale = stale_hosts(plan, now)
-    lines.append("facts older than %g h: %s" % (plan["stale_after_hours"], _preview(
-        stale, count, "the page's node table sorted by facts age")))
+    missing = no_facts_hosts(plan)
+    lines.append("facts older than %g h: %s%s" % (plan["stale_after_hours"], _preview(
+        stale, count, "the page's node table sorted by facts age"), "; no facts: %s" % _preview(
+        missing, count, "the page's node table with the filter stale:none") if missing else ""))
     over = ["%s %d > %d" % (r["resource"], r["tenants"], r["capacity"]) for r in plan["tenants"]["resources"]
             if r["overcommitted"]]
     over += ["ClusterQueues %s %s %d > %d" % (r["flavor"], r["resource"], r["nominal"], r["capacity"])

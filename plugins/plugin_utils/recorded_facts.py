@@ -32,6 +32,7 @@ __metaclass__ = type
 import copy
 import json
 import os
+from datetime import datetime, timezone
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
@@ -49,6 +50,8 @@ NODE_KEYS = ("distro", "os_supported", "arch", "kernel", "kernel_headers_present
 VOLATILE_GPU = (("clocks", "graphics_mhz"), ("clocks", "sm_mhz"), ("clocks", "memory_mhz"), ("temperature_c",),
                 ("power", "draw_w"), ("memory", "used_mib"), ("compute_processes",))
 METADATA = ("recorded_at", "collection_version")
+# Where a host's facts are when they come from the fact cache (a plan's facts_file then).
+CACHE_WHERE = "the fact cache (ansible_facts.%s)" % CACHE_FACT
 
 
 class RecordedFactsError(Exception):
@@ -67,8 +70,26 @@ def source(hostvars, name, facts_dir=None):
     if folder:
         return "file", os.path.normpath(os.path.join(str(folder), "%s.json" % name))
     if boolean(hostvars.get("gpuops_fleet_facts_cache", False), strict=False):
-        return "cache", "the fact cache (ansible_facts.%s)" % CACHE_FACT
+        return "cache", CACHE_WHERE
     return None, ""
+
+
+def epoch(value):
+    """Seconds since the epoch of a recording time: a number, or ISO 8601 text (UTC unless it says otherwise);
+    None when it is neither (or missing)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
 
 
 def from_document(data, where):

@@ -84,7 +84,8 @@ def test_summary_cards_and_data_match_the_plan(tmp_path):
     s = plan["summary"]
     assert parser.summary == {
         "hosts": "3", "hosts_invalid": "1", "gpus": "9", "driver_changes": "0", "reboot": "0", "invalid_mig": "0",
-        "mig_changes": "0", "unhealthy_gpus": "1", "fabric_manager": "1", "waves": "3", "stale": "0"}
+        "mig_changes": "0", "unhealthy_gpus": "1", "fabric_manager": "1", "waves": "3", "stale": "0",
+        "no_facts": "1"}
     assert int(parser.summary["gpus"]) == s["gpus"] and int(parser.summary["unhealthy_gpus"]) == s["unhealthy_gpus"]
     data = parser.data
     assert data["name"] == ["a", "b", "c"] and data["status"] == [2, 0, 3] and data["gpus"] == [8, 1, 0]

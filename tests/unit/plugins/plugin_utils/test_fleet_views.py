@@ -43,7 +43,9 @@ def _views(tmp_path, previous=None, **kw):
 
 def _ansible_batches(tmp_path, size, serial, canary):
     """The batches ansible-playbook makes for playbooks/upgrade.yml's own serial expressions."""
-    source = yaml.safe_load((ROOT / "playbooks" / "upgrade.yml").read_text())[0]["serial"]
+    plays = yaml.safe_load((ROOT / "playbooks" / "upgrade.yml").read_text())
+    # The play that upgrades (the first one checks the variables of every host before any batch).
+    source = [p for p in plays if "serial" in p][0]["serial"]
     loader = DataLoader()
     templar = Templar(loader, variables={"gpuops_upgrade_serial": serial, "gpuops_upgrade_canary": canary})
     values = [templar.template(trust_as_template(item)) for item in source]
@@ -124,6 +126,46 @@ def test_old_facts_are_stale(tmp_path):
     fv.enrich(out, list(HOSTS), fv.pools(list(HOSTS), GROUPS, "gpu_nodes"), stale_after_hours=24)
     assert fv.stale_hosts(out) == ["hgx2"] and out["pools"]["hgx_pool"]["stale"] == 1
     assert "facts older than 24 h: 1 (hgx2)" in fv.overview(out)
+
+
+def test_facts_from_the_fact_cache_keep_their_recording_time(tmp_path):
+    """AWX's Record -> Plan and the CLI's jsonfile cache: the record's recorded_at, not "unknown", dates the facts,
+    so facts recorded a minute ago are fresh and a week-old record is stale."""
+    from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts as rf
+
+    def cached(name, at):
+        record = rf.make_record(name, fixture("hgx-h100"), {}, at, "0.1.0")
+        return (name, {"gpuops_fleet_facts_cache": True, "ansible_facts": {rf.CACHE_FACT: record},
+                       "nvidia_driver_version": "570.195.03"})
+
+    out = fleet_plan.plan_fleet([cached("fresh", "2026-11-27T09:00:00Z"), cached("old", "2026-11-19T09:00:00Z")], "")
+    assert out["valid"], out["errors"]
+    now = rf.epoch("2026-11-27T09:01:00Z")
+    fv.enrich(out, ["fresh", "old"], {}, now=now)
+    fresh, old = out["hosts"]["fresh"], out["hosts"]["old"]
+    assert (fresh["facts_recorded_at"], fresh["facts_time_source"]) == (now - 60, "recorded")
+    assert (old["facts_recorded_at"], old["facts_time_source"]) == (now - 60 - 8 * 86400, "recorded")
+    assert fv.stale_hosts(out, now=now) == ["old"] and fv.no_facts_hosts(out) == []
+    assert out["pools"]["ungrouped"]["stale"] == 1 and out["pools"]["ungrouped"]["no_facts"] == 0
+    # Where they came from is said as such, not made into a path under the current folder.
+    assert fresh["facts_file"] == rf.CACHE_WHERE and out["facts_root"] == ""
+    fleet_schema.check(json.loads(json.dumps(out)))
+
+
+def test_a_host_without_facts_is_reported_as_such_not_as_stale(tmp_path):
+    hosts = dict(HOSTS, gone=("missing", {}), broken=('{"not": "facts"}', {}))
+    out = plan(tmp_path, hosts, mig_strategy="mixed")
+    names = list(hosts)
+    fv.enrich(out, names, fv.pools(names, dict(GROUPS, gpu_nodes=names), "gpu_nodes"), stale_after_hours=24)
+    assert fv.no_facts_hosts(out) == ["gone", "broken"]
+    assert fv.stale_hosts(out) == []
+    for name in ("gone", "broken"):
+        assert (out["hosts"][name]["facts_recorded_at"], out["hosts"][name]["facts_time_source"]) == (None, None)
+    assert out["pools"]["ungrouped"]["no_facts"] == 2 and out["pools"]["ungrouped"]["stale"] == 0
+    line = [x for x in fv.overview(out) if x.startswith("facts older than")][0]
+    assert line == ("facts older than 24 h: none; no facts: 2 (gone, broken)"), line
+    page = fleet_report.render(out)
+    assert '<div class="n" data-summary="no_facts">2</div>' in page and '<div class="n" data-summary="stale">0</div>' in page
 
 
 # --- tenants -----------------------------------------------------------------------
