@@ -63,32 +63,33 @@ def _dump(plan):
 
 
 def _with_diff(plan, plan_file, previous_path):
-    """(plan.json text, the old plan.json text to keep as plan.previous.json or None).
+    """(plan.json text, the old plan.json text to keep as plan.previous.json or None, True when the plan is the
+    one already in plan.json).
 
     With ``previous_path`` the diff is against that plan. Otherwise against the
     plan.json already in the report folder: when the new plan is the same as
     that one but for its diff, that file stays as it is (a second run changes
-    nothing); when it differs, it becomes plan.previous.json.
+    nothing, and says there was no change); when it differs, it becomes plan.previous.json.
     """
     if previous_path:
         plan["diff"] = fleet_views.diff(fleet_schema.load(previous_path, "previous_plan %s" % previous_path), plan,
                                         previous_path)
-        return _dump(plan), None
+        return _dump(plan), None, False
     try:
         with open(plan_file) as handle:
             old_text = handle.read()
         previous = json.loads(old_text)
     except (IOError, OSError, ValueError):
-        return _dump(plan), None
+        return _dump(plan), None, False
     if isinstance(previous, dict) and previous.get("version") == plan["version"]:
         plan["diff"] = previous.get("diff") or {"previous": None}
         if _dump(plan) == old_text:
-            return old_text, None
+            return old_text, None, True
     try:
         plan["diff"] = fleet_views.diff(previous, plan, os.path.join(os.path.dirname(plan_file), "plan.previous.json"))
     except fleet_schema.FleetPlanDataError as exc:
         plan["diff"] = {"previous": None, "problem": "no diff: %s" % exc}
-    return _dump(plan), old_text
+    return _dump(plan), old_text, False
 
 
 class _Variables(Mapping):
@@ -186,7 +187,7 @@ class ActionModule(ActionBase):
         try:
             fleet_views.enrich(plan, names, fleet_views.pools(names, inventory, args["group"]), args["serial"],
                                args["canary"], args["tenants"], args["stale_after_hours"])
-            text, kept = _with_diff(plan, plan_file, args["previous_plan"])
+            text, kept, same = _with_diff(plan, plan_file, args["previous_plan"])
         except fleet_schema.FleetPlanDataError as exc:
             raise AnsibleActionFail(to_text(exc))
         try:
@@ -204,7 +205,8 @@ class ActionModule(ActionBase):
         result.update(
             changed=changed, valid=plan["valid"], errors=plan["errors"], summary=s,
             plan_file=plan_file, report_file=os.path.join(report_dir, "index.html"),
-            overview=fleet_views.overview(plan, PREVIEW), previews=fleet_views.previews(s, PREVIEW))
+            overview=fleet_views.overview(plan, PREVIEW, same_as=plan_file if same else None),
+            previews=fleet_views.previews(s, PREVIEW))
         if nodes is not None:
             result["nodes"] = nodes
         if not plan["valid"] and args["fail_on_invalid"]:

@@ -61,7 +61,7 @@ td.num,th.num{text-align:right}
 #pool-table td:first-child,#wave-table td:first-child{white-space:nowrap}th{white-space:nowrap}
 .tag{display:inline-block;border-radius:3px;padding:0 6px;font-size:12px;color:#fff}
 .ok{background:#3c9a3c}.warning{background:#e0a100}.critical{background:#c0392b}.invalid{background:#555}
-.over{color:#c0392b;font-weight:600}.muted{color:#6b7485}.plus{color:#3c8a3c}.minus{color:#c0392b}
+.over{color:#c0392b;font-weight:600}.muted{color:#6b7485}.better{color:#3c8a3c;font-weight:600}.worse{color:#c0392b;font-weight:600}
 ul.errors{margin:0;padding-left:18px;color:#a93226}ul.notes{margin:0;padding-left:18px;color:#6b5400}
 .hbar{display:flex;height:12px;min-width:90px;border-radius:2px;overflow:hidden;background:#e3e7ee}
 .hbar span{display:block;height:100%}
@@ -187,12 +187,19 @@ def _q(text):
 # Sections
 # ---------------------------------------------------------------------------
 
+_TREND_CLASS = {"better": "better", "worse": "worse", "neutral": "muted", "same": ""}
+
+
 def _changes(plan):
     d = plan["diff"]
     if d.get("previous") is None:
         return ('<section id="changes"><h2>What changed since the last plan</h2><p class="muted" data-diff="none">%s'
-                "</p></section>" % _e(d.get("problem") or "No previous plan to compare with: the next run compares "
-                                      "with this one (kept as plan.previous.json), or give gpuops_fleet_previous_plan."))
+                "</p></section>" % _e(d.get("problem") or "No earlier plan to compare with: the first run whose plan "
+                                      "differs from this one compares with it (kept as plan.previous.json), or give "
+                                      "gpuops_fleet_previous_plan."))
+    if fleet_views.unchanged(d):
+        return ('<section id="changes"><h2>What changed since the last plan</h2><p data-diff="same">No change since the '
+                "last plan (<code>%s</code>, version %s).</p></section>" % (_e(d["previous"]), _e(d.get("previous_version"))))
     totals = d["totals"]
     rows = []
     for key, label in (("hosts", "hosts"), ("gpus", "GPUs"), ("reboot", "nodes to reboot"),
@@ -203,10 +210,11 @@ def _changes(plan):
         rows.append(("capacity " + res, old, new, "capacity:" + res))
     for ver, (old, new) in sorted(totals["driver_versions"].items()):
         rows.append(("GPUs on driver " + ver, old, new, "driver:" + ver))
+    # Coloured by meaning, not by sign: fewer unhealthy nodes is good news, less capacity bad news.
     body = "".join('<tr data-total="%s"><td>%s</td><td class="num">%s</td><td class="num">%s</td>'
-                   '<td class="num %s">%s</td></tr>' % (_e(key), _e(label), old, new,
-                                                        "plus" if new > old else ("minus" if new < old else ""),
-                                                        ("%+d" % (new - old)) if new != old else "")
+                   '<td class="num %s" data-trend="%s">%s</td></tr>' % (
+                       _e(key), _e(label), old, new, _TREND_CLASS[fleet_views.trend(key, old, new)],
+                       fleet_views.trend(key, old, new), ("%+d" % (new - old)) if new != old else "")
                    for label, old, new, key in rows)
     counts = d["counts"]
     facets = ", ".join('<a href="%s" data-changed="%s">%s: %d</a>' % (_q("changed:" + k), k, k, counts[k])

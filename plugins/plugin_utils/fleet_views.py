@@ -327,6 +327,31 @@ def _totals(plan):
             "driver_versions": dict(s.get("driver_versions") or {})}
 
 
+# What more of a diff total means: True better (capacity), False worse (unhealthy nodes); not listed, neither
+# (how many GPUs are on one driver version). Keys as fleet_report's diff rows: hosts, capacity:<resource>, ...
+MORE_IS_BETTER = {"hosts": True, "gpus": True, "capacity": True, "reboot": False, "driver_changes": False,
+                  "unhealthy_nodes": False, "invalid": False}
+
+
+def trend(key, old, new):
+    """``better``, ``worse``, ``neutral`` or ``same``: what a change of a diff total means for the fleet."""
+    if old == new:
+        return "same"
+    better = MORE_IS_BETTER.get(key.split(":", 1)[0])
+    if better is None:
+        return "neutral"
+    return "better" if (new > old) == better else "worse"
+
+
+def unchanged(d):
+    """True when a diff found nothing: no host added, removed or changed, no total moved."""
+    if d.get("previous") is None:
+        return False
+    totals = d.get("totals") or {}
+    return not (d.get("added") or d.get("removed") or d.get("changed")) and all(
+        (v[0] == v[1]) if isinstance(v, list) else not v for v in totals.values())
+
+
 def diff(previous, current, previous_path=None):
     """Hosts added and removed, and per host and in total what changed (both plans through the schema)."""
     if previous is None:
@@ -435,8 +460,11 @@ def previews(summary, count=5):
                                "the filter %s" % (key, flt))) for key, flt in PREVIEWS.items())
 
 
-def overview(plan, count=5, now=None):
-    """The play's summary lines for the views: counts and the first few names, never every host."""
+def overview(plan, count=5, now=None, same_as=None):
+    """The play's summary lines for the views: counts and the first few names, never every host.
+
+    ``same_as``: the plan.json this plan is the same as (nothing was written): said instead of its stored diff.
+    """
     s, waves_, d = plan["summary"], plan["waves"], plan["diff"]
     lines = ["reboots: %s" % previews(s, count)["reboot"]]
     batches_ = waves_["batches"]
@@ -446,7 +474,11 @@ def overview(plan, count=5, now=None):
         waves_["serial"][-1], ", canary first" if waves_["canary"] else "", len(batches_), len(busy),
         "; most capacity away in wave %d: %s" % (worst["wave"], ", ".join("%s: %d" % kv for kv in sorted(
             worst["capacity_removed"].items()))) if worst and worst["capacity_removed"] else ""))
-    if d.get("previous") is None:
+    if same_as:
+        lines.append("since the last plan: no change since the last plan (%s)" % same_as)
+    elif unchanged(d):
+        lines.append("since the last plan: no change since the last plan (%s)" % d["previous"])
+    elif d.get("previous") is None:
         lines.append("since the last plan: %s" % (d.get("problem") or "no previous plan to compare with"))
     else:
         c = d["counts"]
