@@ -209,8 +209,15 @@ class ActionModule(ActionBase):
             previews=fleet_views.previews(s, PREVIEW))
         if nodes is not None:
             result["nodes"] = nodes
+        result["quota_errors"] = plan["tenants"]["errors"]
         if not plan["valid"] and args["fail_on_invalid"]:
             result["failed"] = True
-            result["msg"] = ("%d of %d host(s) cannot be planned (report written to %s):\n%s"
-                             % (len(s["hosts_invalid"]), s["hosts"], result["report_file"], "\n".join(plan["errors"])))
+            parts = []
+            if plan["errors"]:
+                parts.append("%d of %d host(s) cannot be planned:\n%s" % (len(s["hosts_invalid"]), s["hosts"],
+                                                                         "\n".join(plan["errors"])))
+            if result["quota_errors"]:
+                parts.append("%d quota(s) cannot be read:\n%s" % (len(result["quota_errors"]),
+                                                                 "\n".join(result["quota_errors"])))
+            result["msg"] = "The plan is not valid (report written to %s):\n%s" % (result["report_file"], "\n".join(parts))
         return result

@@ -309,6 +309,9 @@ def _tenants(plan):
         "ClusterQueue's nominal quota per flavor, as the kueue role sets it.%s</p>" % (
             ' <b class="over" data-overcommit="yes">Overcommitted.</b>' if t["overcommitted"] else
             ' <span data-overcommit="no">Within capacity.</span>'),
+        '<p><b class="over">Quotas that cannot be read (the plan is not valid):</b></p><ul class="errors" '
+        'data-quota-errors="%d">%s</ul>' % (len(t["errors"]), "".join("<li>%s</li>" % _e(e) for e in t["errors"]))
+        if t.get("errors") else "",
         _box('<table id="tenant-table"><thead><tr><th>resource</th><th class="num">capacity</th>%s<th class="num">'
              'tenants in all</th><th></th></tr></thead><tbody>%s</tbody></table>' % (head, "".join(rows))),
         _box('<table id="queue-table"><thead><tr><th>flavor</th><th>resource</th><th class="num">capacity</th>%s'
@@ -461,7 +464,9 @@ def render(plan, title="GPU fleet plan"):
                          for k, v in sorted(s["gpus_by_model"].items()))
     driver_rows = "".join('<tr><td>%s</td><td class="num" data-driver="%s">%d</td></tr>' % (_e(k), _e(k), v)
                           for k, v in sorted(s["driver_versions"].items()))
-    verdict = "every host can be planned" if plan["valid"] else "%d host(s) cannot be planned" % len(s["hosts_invalid"])
+    verdict = "every host can be planned" if not s["hosts_invalid"] else "%d host(s) cannot be planned" % len(s["hosts_invalid"])
+    if plan["tenants"].get("errors"):
+        verdict += "; %d quota(s) cannot be read" % len(plan["tenants"]["errors"])
     head = "".join('<th data-col="%s" data-kind="%s" style="width:%dpx">%s</th>' % (k, kind, w, _e(label))
                    for k, label, w, kind in NODE_COLUMNS)
     nav = "".join('<a href="#%s">%s</a>' % (a, b) for a, b in (

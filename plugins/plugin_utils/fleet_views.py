@@ -243,18 +243,26 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
     The same rules as the gpu_tenants role (explicit quota entries, else a
     share of each GPU resource of the fleet) and the kueue role (a queue
     without quotas gets the whole fleet, a queue only a tenant names gets
-    none); what exceeds the capacity is flagged, not refused.
+    none); what exceeds the capacity is flagged, not refused. A GPU quota or
+    share that cannot be read (``eight``) is an error of the plan (``errors``),
+    never left out: the roles would refuse it when they apply.
     """
     capacity = summary.get("capacity") or {}
     resources = sorted(set(capacity) | set(["nvidia.com/gpu"]))
-    rows = []
+    rows, errors = [], []
     for tenant in tenant_list or []:
         if not isinstance(tenant, dict) or not tenant.get("name"):
+            errors.append("gpu_tenants_list: each tenant needs a name, got %r" % (tenant,))
             continue
+        name = str(tenant["name"])
         share = tenant.get("gpu_share", default_share)
         try:
             share = float(share)
         except (TypeError, ValueError):
+            share = None
+        if share is None or not 0 <= share <= 1:
+            errors.append("gpu_tenants_list: tenant %s: gpu_share must be a number between 0 and 1, got %r"
+                          % (name, tenant.get("gpu_share", default_share)))
             share = 0.0
         quota = dict(default_quota or {})
         quota.update(tenant.get("quota") or {})
@@ -262,7 +270,11 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
         for res in resources:
             given = quota.get("requests." + res)
             hard[res] = _count(given) if given is not None else int(capacity.get(res, 0) * share)
-        rows.append({"name": str(tenant["name"]), "cluster_queue": str(tenant.get("kueue_cluster_queue") or ""),
+        for key, given in sorted(quota.items()):
+            if str(key).startswith("requests.nvidia.com/") and _count(given) is None:
+                errors.append("gpu_tenants_list: tenant %s: quota %s %r is not a whole number of devices: "
+                              "write a number, such as 8" % (name, key, given))
+        rows.append({"name": name, "cluster_queue": str(tenant.get("kueue_cluster_queue") or ""),
                      "quota": dict((k, v) for k, v in hard.items() if v is not None)})
     by_flavor = dict((flavor_of(p), res) for p, res in (summary.get("capacity_by_model") or {}).items())
     queues = list(cluster_queues or []) or [{"name": default_cluster_queue}]
@@ -278,8 +290,13 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
         nominal = {}
         for flavor, per in (by_flavor.items() if quotas is None else (quotas or {}).items()):
             for res, amount in (per or {}).items():
-                if str(res).startswith("nvidia.com/") and _count(amount) is not None:
-                    nominal.setdefault(flavor, {})[res] = _count(amount)
+                if not str(res).startswith("nvidia.com/"):
+                    continue
+                if _count(amount) is None:
+                    errors.append("kueue_cluster_queues: ClusterQueue %s: nominal quota %s of flavor %s %r is not a "
+                                  "whole number of devices: write a number, such as 8" % (queue.get("name"), res, flavor, amount))
+                    continue
+                nominal.setdefault(flavor, {})[res] = _count(amount)
         cq_rows.append({"name": str(queue.get("name")), "nominal": nominal})
     per_resource = []
     for res in resources:
@@ -294,7 +311,7 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
             per_flavor.append({"flavor": flavor, "resource": res, "capacity": have, "nominal": nominal,
                                "overcommitted": nominal > have})
     return {"tenants": rows, "cluster_queues": cq_rows, "resources": per_resource, "flavors": per_flavor,
-            "overcommitted": any(r["overcommitted"] for r in per_resource + per_flavor)}
+            "overcommitted": any(r["overcommitted"] for r in per_resource + per_flavor), "errors": errors}
 
 
 # ---------------------------------------------------------------------------
@@ -420,6 +437,9 @@ def enrich(plan, order, pool_of, serial=1, canary=False, tenant_settings=None, s
         hosts[name]["wave"] = wave_of[name]
     settings = dict(tenant_settings or {})
     plan["tenants"] = tenants(plan["summary"], settings.pop("tenants", []), **settings)
+    if plan["tenants"]["errors"]:
+        # Not a host's problem: the plan is invalid without any host being so (summary.hosts_invalid).
+        plan["valid"] = False
     plan.setdefault("diff", {"previous": None})
     return plan
 
@@ -496,5 +516,11 @@ def overview(plan, count=5, now=None, same_as=None):
             if r["overcommitted"]]
     over += ["ClusterQueues %s %s %d > %d" % (r["flavor"], r["resource"], r["nominal"], r["capacity"])
              for r in plan["tenants"]["flavors"] if r["overcommitted"]]
-    lines.append("quotas against capacity: %s" % ("overcommitted: " + "; ".join(over) if over else "within capacity"))
+    errors = plan["tenants"].get("errors") or []
+    if errors:
+        lines.append("quotas against capacity: %d cannot be read (%s)%s" % (
+            len(errors), "; ".join(errors[:2]) + (" and more" if len(errors) > 2 else ""),
+            "; overcommitted: " + "; ".join(over) if over else ""))
+    else:
+        lines.append("quotas against capacity: %s" % ("overcommitted: " + "; ".join(over) if over else "within capacity"))
     return lines

@@ -191,6 +191,36 @@ def test_tenant_and_queue_quotas_against_capacity_flag_overcommit_instead_of_fai
     assert [q["name"] for q in t["cluster_queues"]] == ["gpu-fleet"] and not any(r["overcommitted"] for r in t["flavors"])
 
 
+@pytest.mark.parametrize("settings, error", [
+    ({"tenants": [{"name": "inference", "quota": {"requests.nvidia.com/gpu": "eight"}}]},
+     "gpu_tenants_list: tenant inference: quota requests.nvidia.com/gpu 'eight' is not a whole number of devices"),
+    ({"tenants": [{"name": "research", "gpu_share": "half"}]},
+     "gpu_tenants_list: tenant research: gpu_share must be a number between 0 and 1, got 'half'"),
+    ({"tenants": [{"name": "research", "gpu_share": 1.5}]},
+     "gpu_tenants_list: tenant research: gpu_share must be a number between 0 and 1, got 1.5"),
+    ({"tenants": [], "cluster_queues": [{"name": "infer", "quotas": {"nvidia-l40s": {"nvidia.com/gpu": "eight"}}}]},
+     "kueue_cluster_queues: ClusterQueue infer: nominal quota nvidia.com/gpu of flavor nvidia-l40s 'eight' is not a whole"),
+])
+def test_a_quota_that_cannot_be_read_is_an_error_of_the_plan(tmp_path, settings, error):
+    """Never silently left out: the plan is not valid and says which quota, on the page and in the summary."""
+    out = _views(tmp_path, tenant_settings=settings)
+    errors = out["tenants"]["errors"]
+    assert len(errors) == 1 and errors[0].startswith(error), errors
+    assert out["valid"] is False and out["summary"]["hosts_invalid"] == [] and out["errors"] == []
+    line = fv.overview(out)[4]
+    assert line.startswith("quotas against capacity: 1 cannot be read (%s" % error), line
+    page = fleet_report.render(out)
+    assert 'data-quota-errors="1"' in page and "1 quota(s) cannot be read" in page
+    fleet_schema.check(json.loads(json.dumps(out)))
+
+
+def test_readable_quotas_leave_the_plan_valid(tmp_path):
+    out = _views(tmp_path, tenant_settings={"tenants": [{"name": "a", "gpu_share": "0.5",
+                                                         "quota": {"requests.nvidia.com/gpu": "8", "requests.cpu": "lots"}}]})
+    assert out["tenants"]["errors"] == [] and out["valid"] is True
+    assert out["tenants"]["tenants"][0]["quota"]["nvidia.com/gpu"] == 8
+
+
 # --- diff --------------------------------------------------------------------------
 
 def test_the_diff_names_added_removed_and_changed_hosts_and_totals(tmp_path):
