@@ -46,14 +46,25 @@ _CATALOGS = {}
 _SPECS = {}
 
 
+# libyaml's loader where PyYAML has it: every playbook's first task reads every role's specs, and the pure
+# Python loader spends most of that task's time on them.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FILES = {}
+
+
 def _yaml(path):
+    """The YAML document of ``path`` ({} when missing), read once per process."""
+    if path in _FILES:
+        return _FILES[path]
     try:
         with open(path, "rb") as handle:
-            return yaml.safe_load(handle) or {}
+            data = yaml.load(handle, Loader=_LOADER) or {}  # nosec B506 - a safe loader, C or Python
     except FileNotFoundError:
-        return {}
+        data = {}
     except (OSError, yaml.YAMLError) as exc:
         raise AnsibleError("cannot read %s: %s" % (path, to_text(exc)))
+    _FILES[path] = data
+    return data
 
 
 def load_catalog(root=COLLECTION_ROOT):
