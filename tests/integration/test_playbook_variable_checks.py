@@ -9,31 +9,18 @@ variable meant, the hosts and the file; and no other task ran.
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+# The same copy of inventories/demo, and the same way to break one of its group_vars files.
+from test_plan_fleet_refusals import _append, site  # noqa: F401 pylint: disable=unused-import
+
 pytestmark = pytest.mark.slow
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 H100 = "4 hosts: hgx-h100-01, hgx-h100-02, hgx-h100-03, hgx-h100-04"
 CHECK_TASK = "Refuse unknown role and gpuops_* variables"
-
-
-@pytest.fixture
-def site(repo_root, tmp_path):
-    installed = repo_root / "collections" / "ansible_collections" / "gpuops" / "platform"
-    assert installed.is_dir(), "run scripts/bootstrap.sh first: ansible-playbook needs the installed collection"
-    shutil.copytree(str(repo_root / "inventories" / "demo"), str(tmp_path / "inventories" / "demo"))
-    (tmp_path / "tests").symlink_to(repo_root / "tests", target_is_directory=True)
-    return tmp_path
-
-
-def _append(site, group, text):
-    path = site / "inventories" / "demo" / "group_vars" / group / "main.yml"
-    path.write_text(path.read_text() + text)
-    return path
 
 
 def _run(repo_root, site, playbook):
