@@ -64,39 +64,40 @@ def _dump(plan):
 
 
 def _with_diff(plan, plan_file, previous_path):
-    """(plan.json text, the old plan.json text to keep as plan.previous.json or None).
+    """(plan.json text, the old plan.json text to keep as plan.previous.json or None, True when the plan is the
+    one already in plan.json).
 
     With ``previous_path`` the diff is against that plan. Otherwise against the
     plan.json already in the report folder: when the new plan is the same as
     that one but for its diff, that file stays as it is (a second run changes
-    nothing); when it differs, it becomes plan.previous.json.
+    nothing, and says there was no change); when it differs, it becomes plan.previous.json.
     """
     if previous_path:
         plan["diff"] = fleet_views.diff(fleet_schema.load(previous_path, "previous_plan %s" % previous_path), plan,
                                         previous_path)
-        return _dump(plan), None
+        return _dump(plan), None, False
     if not os.path.lexists(plan_file):
-        return _dump(plan), None
+        return _dump(plan), None, False
     try:
         # Size and depth before it is parsed: a damaged plan.json is no diff, never the run's end.
         old_text, previous = documents.read_json(plan_file, "the plan.json already in report_dir",
                                                  documents.MAX_PLAN_BYTES, fleet_schema.PLAN_DEPTH)
     except documents.DocumentError as exc:
         plan["diff"] = {"previous": None, "problem": "no diff: %s" % exc}
-        return _dump(plan), None
+        return _dump(plan), None, False
     if not isinstance(previous, dict):
         plan["diff"] = {"previous": None, "problem": "no diff: the plan.json already in report_dir %s is not a JSON "
                                                      "object" % plan_file}
-        return _dump(plan), old_text
+        return _dump(plan), old_text, False
     if previous.get("version") == plan["version"] and isinstance(previous.get("diff"), dict):
         plan["diff"] = previous["diff"]
         if _dump(plan) == old_text:
-            return old_text, None
+            return old_text, None, True
     try:
         plan["diff"] = fleet_views.diff(previous, plan, os.path.join(os.path.dirname(plan_file), "plan.previous.json"))
     except fleet_schema.FleetPlanDataError as exc:
         plan["diff"] = {"previous": None, "problem": "no diff: %s" % exc}
-    return _dump(plan), old_text
+    return _dump(plan), old_text, False
 
 
 def _source_kind(hostvars, name):
@@ -214,7 +215,7 @@ class ActionModule(ActionBase):
                                rollout["canary"], args["tenants"], args["stale_after_hours"],
                                max_fail_percentage=rollout["max_fail_percentage"], planned_waves=rollout["waves"])
             fleet_approval.record_inputs(plan, inputs)
-            text, kept = _with_diff(plan, plan_file, args["previous_plan"])
+            text, kept, same = _with_diff(plan, plan_file, args["previous_plan"])
         except fleet_schema.FleetPlanDataError as exc:
             raise AnsibleActionFail(to_text(exc))
         try:
@@ -232,11 +233,19 @@ class ActionModule(ActionBase):
         result.update(
             changed=changed, valid=plan["valid"], errors=plan["errors"], summary=s,
             plan_file=plan_file, report_file=os.path.join(report_dir, "index.html"),
-            overview=fleet_views.overview(plan, PREVIEW), previews=fleet_views.previews(s, PREVIEW))
+            overview=fleet_views.overview(plan, PREVIEW, same_as=plan_file if same else None),
+            previews=fleet_views.previews(s, PREVIEW))
         if nodes is not None:
             result["nodes"] = nodes
+        result["quota_errors"] = plan["tenants"]["errors"]
         if not plan["valid"] and args["fail_on_invalid"]:
             result["failed"] = True
-            result["msg"] = ("%d of %d host(s) cannot be planned (report written to %s):\n%s"
-                             % (len(s["hosts_invalid"]), s["hosts"], result["report_file"], "\n".join(plan["errors"])))
+            parts = []
+            if plan["errors"]:
+                parts.append("%d of %d host(s) cannot be planned:\n%s" % (len(s["hosts_invalid"]), s["hosts"],
+                                                                         "\n".join(plan["errors"])))
+            if result["quota_errors"]:
+                parts.append("%d quota(s) cannot be read:\n%s" % (len(result["quota_errors"]),
+                                                                 "\n".join(result["quota_errors"])))
+            result["msg"] = "The plan is not valid (report written to %s):\n%s" % (result["report_file"], "\n".join(parts))
         return result

@@ -22,7 +22,12 @@ description:
     C(meta/variables.yml) or any role's argument specs) does not define. The message names each variable once,
     with its hosts grouped on one line, the inventory files that set it (C(group_vars) and
     C(host_vars) beside the inventory or the playbook) and the closest known variable; for a variable that was renamed or moved to another role (the
-    C(renamed) table of C(meta/variables.yml)), the variable to set instead.
+    C(renamed) table of C(meta/variables.yml)), the variable to set instead (or the variables, where several
+    take over its job). An internal name (C(<role>__x)) is never offered as the closest one.
+  - A name of the C(renamed) table is reported even without a role's prefix (DeepOps' C(k8s_gpu_mig_strategy)),
+    with the C(gpuops_*) variables (O(globals)); other names without such a prefix are not checked.
+  - Every playbook of the collection runs it as its first task, once for all the hosts of the run, so that a
+    misspelt variable stops the run before any batch changes anything.
   - A name belongs to the role with the longest matching prefix, so C(gpu_nodes_group) is gpu_nodes' and never
     another role's whose name is a shorter prefix.
   - Not checked - internal names (C(__x), C(<role>__x)), and facts and registered results (set by tasks, not by

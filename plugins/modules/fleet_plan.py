@@ -94,7 +94,8 @@ options:
     default: {}
   fail_on_invalid:
     description:
-      - Fail the task, after writing both files, when any host cannot be planned.
+      - Fail the task, after writing both files, when any host cannot be planned, or a tenant's or
+        ClusterQueue's GPU quota cannot be read (RV(quota_errors)).
     type: bool
     default: true
   title:
@@ -192,10 +193,18 @@ EXAMPLES = r"""
 
 RETURN = r"""
 valid:
-  description: Whether every host could be planned.
+  description: Whether every host could be planned and every GPU quota read.
   returned: always
   type: bool
   sample: false
+quota_errors:
+  description:
+    - One line per tenant or ClusterQueue GPU quota (or tenant C(gpu_share)) that cannot be read, naming the
+      variable, the tenant or queue and the value. Such a quota is never left out of the plan silently.
+  returned: always
+  type: list
+  elements: str
+  sample: ["gpu_tenants_list: tenant inference: quota requests.nvidia.com/gpu 'eight' is not a whole number of devices: write a number, such as 8"]
 errors:
   description: One line per host that cannot be planned, naming the host and its reasons.
   returned: always

@@ -382,10 +382,15 @@ def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, de
         path, record = "", None
         try:
             path, loaded, record = _recorded(hostvars, name, facts_dir)
+            recorded_at = record.get("recorded_at") if isinstance(record, dict) else None
             # Normalised: inventories/demo/../../tests/x.json reads as tests/x.json in every message.
             path = os.path.normpath(path) if path else path
             host = plan_host(name, settings, path, mig, sharing, mig_strategy, default_config, labels or {},
                              keep, loaded)
+            if loaded[0] is not None:
+                # The record's own time, wherever it was kept (the fact cache has no file to date it by);
+                # None: a facts file of unknown time, dated later by its mtime.
+                host["facts_recorded_at"] = recorded_facts.epoch(recorded_at)
         except HOST_FAILURES as exc:
             # One host's facts never stop the fleet: what its facts broke is that host's error.
             node = settings["node_name"] if isinstance(settings["node_name"], str) else name

@@ -61,7 +61,7 @@ td.num,th.num{text-align:right}
 #pool-table td:first-child,#wave-table td:first-child{white-space:nowrap}th{white-space:nowrap}
 .tag{display:inline-block;border-radius:3px;padding:0 6px;font-size:12px;color:#fff}
 .ok{background:#3c9a3c}.warning{background:#e0a100}.critical{background:#c0392b}.invalid{background:#555}
-.over{color:#c0392b;font-weight:600}.muted{color:#6b7485}.plus{color:#3c8a3c}.minus{color:#c0392b}
+.over{color:#c0392b;font-weight:600}.muted{color:#6b7485}.better{color:#3c8a3c;font-weight:600}.worse{color:#c0392b;font-weight:600}
 ul.errors{margin:0;padding-left:18px;color:#a93226}ul.notes{margin:0;padding-left:18px;color:#6b5400}
 .hbar{display:flex;height:12px;min-width:90px;border-radius:2px;overflow:hidden;background:#e3e7ee}
 .hbar span{display:block;height:100%}
@@ -187,12 +187,19 @@ def _q(text):
 # Sections
 # ---------------------------------------------------------------------------
 
+_TREND_CLASS = {"better": "better", "worse": "worse", "neutral": "muted", "same": ""}
+
+
 def _changes(plan):
     d = plan["diff"]
     if d.get("previous") is None:
         return ('<section id="changes"><h2>What changed since the last plan</h2><p class="muted" data-diff="none">%s'
-                "</p></section>" % _e(d.get("problem") or "No previous plan to compare with: the next run compares "
-                                      "with this one (kept as plan.previous.json), or give gpuops_fleet_previous_plan."))
+                "</p></section>" % _e(d.get("problem") or "No earlier plan to compare with: the first run whose plan "
+                                      "differs from this one compares with it (kept as plan.previous.json), or give "
+                                      "gpuops_fleet_previous_plan."))
+    if fleet_views.unchanged(d):
+        return ('<section id="changes"><h2>What changed since the last plan</h2><p data-diff="same">No change since the '
+                "last plan (<code>%s</code>, version %s).</p></section>" % (_e(d["previous"]), _e(d.get("previous_version"))))
     totals = d["totals"]
     rows = []
     for key, label in (("hosts", "hosts"), ("gpus", "GPUs"), ("reboot", "nodes to reboot"),
@@ -203,10 +210,11 @@ def _changes(plan):
         rows.append(("capacity " + res, old, new, "capacity:" + res))
     for ver, (old, new) in sorted(totals["driver_versions"].items()):
         rows.append(("GPUs on driver " + ver, old, new, "driver:" + ver))
+    # Coloured by meaning, not by sign: fewer unhealthy nodes is good news, less capacity bad news.
     body = "".join('<tr data-total="%s"><td>%s</td><td class="num">%s</td><td class="num">%s</td>'
-                   '<td class="num %s">%s</td></tr>' % (_e(key), _e(label), old, new,
-                                                        "plus" if new > old else ("minus" if new < old else ""),
-                                                        ("%+d" % (new - old)) if new != old else "")
+                   '<td class="num %s" data-trend="%s">%s</td></tr>' % (
+                       _e(key), _e(label), old, new, _TREND_CLASS[fleet_views.trend(key, old, new)],
+                       fleet_views.trend(key, old, new), ("%+d" % (new - old)) if new != old else "")
                    for label, old, new, key in rows)
     counts = d["counts"]
     facets = ", ".join('<a href="%s" data-changed="%s">%s: %d</a>' % (_q("changed:" + k), k, k, counts[k])
@@ -230,16 +238,17 @@ def _pools(plan):
         rows.append(
             '<tr data-pool="%s"><td><a href="%s">%s</a></td><td class="num">%d</td><td class="num">%d</td><td>%s</td>'
             '<td>%s</td><td>%s</td><td>%s</td><td>%s<span class="muted">%s</span></td><td class="num">%d / %d / %d</td>'
-            '<td class="num">%d</td></tr>' % (
+            '<td class="num">%d</td><td class="num">%d</td></tr>' % (
                 _e(name), _q("pool:" + name), _e(name), pool["hosts"], pool["gpus"], _e(_counts(pool["models"])),
                 _e(_counts(pool["drivers"])), _e(_counts(pool["mig_layouts"])), _e(_counts(pool["capacity"])),
                 _hbar(pool["health"]), _e(" ".join("%s %d" % (s, pool["health"][s]) for s in fleet_views.STATUSES
                                                    if pool["health"][s])),
-                pool["drain"], pool["gpu_reset"], pool["reboot"], pool["stale"]))
+                pool["drain"], pool["gpu_reset"], pool["reboot"], pool["stale"], pool.get("no_facts", 0)))
     return ('<section id="pools"><h2>Pools (inventory groups)</h2>%s</section>' % _box(
         '<table id="pool-table"><thead><tr><th>pool</th><th class="num">hosts</th><th class="num">GPUs</th>'
         '<th>models (GPUs)</th><th>drivers (hosts)</th><th>MIG layouts (hosts)</th><th>Kubernetes capacity</th>'
-        '<th>health</th><th class="num">drain / GPU reset / reboot</th><th class="num">stale facts</th></tr></thead>'
+        '<th>health</th><th class="num">drain / GPU reset / reboot</th><th class="num">stale facts</th><th class="num">no facts</th></tr>'
+        '</thead>'
         '<tbody>%s</tbody></table>' % "".join(rows)))
 
 
@@ -300,6 +309,9 @@ def _tenants(plan):
         "ClusterQueue's nominal quota per flavor, as the kueue role sets it.%s</p>" % (
             ' <b class="over" data-overcommit="yes">Overcommitted.</b>' if t["overcommitted"] else
             ' <span data-overcommit="no">Within capacity.</span>'),
+        '<p><b class="over">Quotas that cannot be read (the plan is not valid):</b></p><ul class="errors" '
+        'data-quota-errors="%d">%s</ul>' % (len(t["errors"]), "".join("<li>%s</li>" % _e(e) for e in t["errors"]))
+        if t.get("errors") else "",
         _box('<table id="tenant-table"><thead><tr><th>resource</th><th class="num">capacity</th>%s<th class="num">'
              'tenants in all</th><th></th></tr></thead><tbody>%s</tbody></table>' % (head, "".join(rows))),
         _box('<table id="queue-table"><thead><tr><th>flavor</th><th>resource</th><th class="num">capacity</th>%s'
@@ -416,6 +428,7 @@ def render(plan, title="GPU fleet plan"):
     s = plan["summary"]
     statuses = dict((n, fleet_views.status(h)) for n, h in plan["hosts"].items())
     stale = len(fleet_views.stale_hosts(plan))
+    no_facts = len(fleet_views.no_facts_hosts(plan))
     cards = [
         _card("hosts", s["hosts"], "hosts"),
         _card("invalid plans", len(s["hosts_invalid"]), "hosts_invalid", "bad" if s["hosts_invalid"] else "good"),
@@ -428,6 +441,7 @@ def render(plan, title="GPU fleet plan"):
         _card("fabric manager nodes", len(s["fabric_manager"]), "fabric_manager"),
         _card("reboot waves", len(plan["waves"]["batches"]), "waves"),
         _card("stale facts", stale, "stale", "warn" if stale else "good"),
+        _card("no facts", no_facts, "no_facts", "bad" if no_facts else "good"),
     ]
     lists = []
     for label, key, flt in (("Invalid plans", "hosts_invalid", "status:invalid"), ("Nodes to reboot", "reboot",
@@ -450,7 +464,9 @@ def render(plan, title="GPU fleet plan"):
                          for k, v in sorted(s["gpus_by_model"].items()))
     driver_rows = "".join('<tr><td>%s</td><td class="num" data-driver="%s">%d</td></tr>' % (_e(k), _e(k), v)
                           for k, v in sorted(s["driver_versions"].items()))
-    verdict = "every host can be planned" if plan["valid"] else "%d host(s) cannot be planned" % len(s["hosts_invalid"])
+    verdict = "every host can be planned" if not s["hosts_invalid"] else "%d host(s) cannot be planned" % len(s["hosts_invalid"])
+    if plan["tenants"].get("errors"):
+        verdict += "; %d quota(s) cannot be read" % len(plan["tenants"]["errors"])
     head = "".join('<th data-col="%s" data-kind="%s" style="width:%dpx">%s</th>' % (k, kind, w, _e(label))
                    for k, label, w, kind in NODE_COLUMNS)
     nav = "".join('<a href="#%s">%s</a>' % (a, b) for a, b in (
@@ -478,7 +494,7 @@ def render(plan, title="GPU fleet plan"):
         "</div>",
         _health(plan, statuses),
         '<section id="nodes"><h2>Nodes</h2><div class="filter"><input id="filter" type="search" '
-        'placeholder="filter: words, or pool:, status:, wave:, disruption:, driver:, mig:, changed:, stale:yes" '
+        'placeholder="filter: words, or pool:, status:, wave:, disruption:, driver:, mig:, changed:, stale:yes, stale:none" '
         'aria-label="filter the nodes"><span id="count" class="muted"></span></div>',
         '<div id="nodebox"><table id="node-table"><thead><tr>%s</tr></thead><tbody></tbody></table></div>' % head,
         '<p class="muted">Click a column to sort, a row for its details.</p></section>',
@@ -510,12 +526,12 @@ SCRIPT = r"""
   function age(i) { var r = D.rec[i]; return r === null ? Infinity : NOW - r; }
   function ageText(i) {
     var a = age(i);
-    if (a === Infinity) { return "unknown"; }
+    if (a === Infinity) { return "no facts"; }
     if (a < 3600) { return Math.max(0, Math.round(a / 60)) + " min"; }
     if (a < 172800) { return Math.round(a / 3600) + " h"; }
     return Math.round(a / 86400) + " d";
   }
-  function stale(i) { return age(i) > STALE; }
+  function stale(i) { var a = age(i); return a !== Infinity && a > STALE; }
   function text(col, i) {
     var v = D[col.key][i];
     if (col.kind === "s") { return S[v]; }
@@ -547,7 +563,9 @@ SCRIPT = r"""
     query.toLowerCase().split(/\s+/).forEach(function (word) {
       if (!word) { return; }
       var at = word.indexOf(":"), key = at > 0 ? word.slice(0, at) : "", value = at > 0 ? word.slice(at + 1) : word;
-      if (key === "stale") {
+      if (key === "stale" && value === "none") {
+        tests.push(function (i) { return D.rec[i] === null; });
+      } else if (key === "stale") {
         var want = value !== "no";
         tests.push(function (i) { return stale(i) === want; });
       } else if (key === "changed" && (value === "yes" || value === "")) {

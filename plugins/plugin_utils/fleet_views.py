@@ -29,11 +29,10 @@ __metaclass__ = type
 import os
 import re
 import time
-from datetime import datetime, timezone
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema, recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.mig_disruption import mig_disruption
 # The waves are decided in fleet_waves alone (the planner and upgrade.yml both call it).
 from ansible_collections.gpuops.platform.plugins.plugin_utils.fleet_waves import batches, serial_list  # noqa: F401
@@ -76,28 +75,6 @@ def disruption(host):
     return {"drain": drain, "gpu_reset": reset, "reboot": reboot, "summary": " + ".join(parts) or "none"}
 
 
-# What a recording time may be: seconds since the epoch, or an ISO 8601 time (ASCII digits only, the whole text).
-_SECONDS = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
-_ISO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?)?"
-                       r"(?:Z|[+-][0-9]{2}:[0-9]{2})?")
-
-
-def _epoch(text):
-    """Seconds since the epoch of a number or an ISO 8601 time (UTC unless it says otherwise); None if neither."""
-    text = text.strip()
-    if _SECONDS.fullmatch(text):
-        return float(text)
-    if not _ISO_TIME.fullmatch(text):
-        return None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.timestamp()
-
-
 def facts_time(path):
     """(seconds since the epoch, "recorded" or "mtime") of a facts file; (None, None) when unreadable.
 
@@ -118,10 +95,28 @@ def facts_time(path):
     for chunk in (head, tail):
         match = _RECORDED.search(chunk.decode("utf-8", "replace"))
         if match:
-            when = _epoch(match.group(2) if match.group(2) is not None else match.group(1))
+            when = recorded_facts.epoch(match.group(2) if match.group(2) is not None else match.group(1))
             if when is not None:
                 return round(when, 3), "recorded"
     return round(mtime, 3), "mtime"
+
+
+def facts_age(host):
+    """(seconds since the epoch, "recorded" or "mtime") of a host's facts; (None, None) when it has none.
+
+    The time the planner read from the record wins (a record from the fact cache has no file to date it
+    by); a facts file without one is dated by facts_time. A host whose facts could not be read (the planner
+    left no ``facts_recorded_at``: no file, no record in the fact cache, or one it could not use) has none.
+    """
+    if "facts_recorded_at" not in host:
+        return None, None
+    recorded = host["facts_recorded_at"]
+    if recorded is not None:
+        return round(float(recorded), 3), "recorded"
+    path = host.get("facts_file")
+    if not path or path == recorded_facts.CACHE_WHERE:
+        return None, None
+    return facts_time(path)
 
 
 def pools(names, groups, fleet_group):
@@ -186,7 +181,8 @@ def rollups(order, hosts, stale_before):
         host = hosts[name]
         pool = out.setdefault(host["pool"], {
             "hosts": 0, "gpus": 0, "models": {}, "drivers": {}, "mig_layouts": {}, "capacity": {},
-            "health": dict((s, 0) for s in STATUSES), "drain": 0, "gpu_reset": 0, "reboot": 0, "stale": 0})
+            "health": dict((s, 0) for s in STATUSES), "drain": 0, "gpu_reset": 0, "reboot": 0, "stale": 0,
+            "no_facts": 0})
         pool["hosts"] += 1
         pool["gpus"] += host.get("gpu_count") or 0
         _add(pool["models"], host.get("gpu_models"))
@@ -200,7 +196,9 @@ def rollups(order, hosts, stale_before):
         for key in ("drain", "gpu_reset", "reboot"):
             pool[key] += 1 if host["disruption"][key] else 0
         recorded = host.get("facts_recorded_at")
-        if recorded is None or recorded < stale_before:
+        if recorded is None:
+            pool["no_facts"] += 1
+        elif recorded < stale_before:
             pool["stale"] += 1
     return out
 
@@ -228,18 +226,26 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
     The same rules as the gpu_tenants role (explicit quota entries, else a
     share of each GPU resource of the fleet) and the kueue role (a queue
     without quotas gets the whole fleet, a queue only a tenant names gets
-    none); what exceeds the capacity is flagged, not refused.
+    none); what exceeds the capacity is flagged, not refused. A GPU quota or
+    share that cannot be read (``eight``) is an error of the plan (``errors``),
+    never left out: the roles would refuse it when they apply.
     """
     capacity = summary.get("capacity") or {}
     resources = sorted(set(capacity) | set(["nvidia.com/gpu"]))
-    rows = []
+    rows, errors = [], []
     for tenant in tenant_list or []:
         if not isinstance(tenant, dict) or not tenant.get("name"):
+            errors.append("gpu_tenants_list: each tenant needs a name, got %r" % (tenant,))
             continue
+        name = str(tenant["name"])
         share = tenant.get("gpu_share", default_share)
         try:
             share = float(share)
         except (TypeError, ValueError):
+            share = None
+        if share is None or not 0 <= share <= 1:
+            errors.append("gpu_tenants_list: tenant %s: gpu_share must be a number between 0 and 1, got %r"
+                          % (name, tenant.get("gpu_share", default_share)))
             share = 0.0
         quota = dict(default_quota or {})
         quota.update(tenant.get("quota") or {})
@@ -247,7 +253,11 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
         for res in resources:
             given = quota.get("requests." + res)
             hard[res] = _count(given) if given is not None else int(capacity.get(res, 0) * share)
-        rows.append({"name": str(tenant["name"]), "cluster_queue": str(tenant.get("kueue_cluster_queue") or ""),
+        for key, given in sorted(quota.items()):
+            if str(key).startswith("requests.nvidia.com/") and _count(given) is None:
+                errors.append("gpu_tenants_list: tenant %s: quota %s %r is not a whole number of devices: "
+                              "write a number, such as 8" % (name, key, given))
+        rows.append({"name": name, "cluster_queue": str(tenant.get("kueue_cluster_queue") or ""),
                      "quota": dict((k, v) for k, v in hard.items() if v is not None)})
     by_flavor = dict((flavor_of(p), res) for p, res in (summary.get("capacity_by_model") or {}).items())
     queues = list(cluster_queues or []) or [{"name": default_cluster_queue}]
@@ -263,8 +273,13 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
         nominal = {}
         for flavor, per in (by_flavor.items() if quotas is None else (quotas or {}).items()):
             for res, amount in (per or {}).items():
-                if str(res).startswith("nvidia.com/") and _count(amount) is not None:
-                    nominal.setdefault(flavor, {})[res] = _count(amount)
+                if not str(res).startswith("nvidia.com/"):
+                    continue
+                if _count(amount) is None:
+                    errors.append("kueue_cluster_queues: ClusterQueue %s: nominal quota %s of flavor %s %r is not a "
+                                  "whole number of devices: write a number, such as 8" % (queue.get("name"), res, flavor, amount))
+                    continue
+                nominal.setdefault(flavor, {})[res] = _count(amount)
         cq_rows.append({"name": str(queue.get("name")), "nominal": nominal})
     per_resource = []
     for res in resources:
@@ -279,7 +294,7 @@ def tenants(summary, tenant_list, default_share=1.0, default_quota=None, cluster
             per_flavor.append({"flavor": flavor, "resource": res, "capacity": have, "nominal": nominal,
                                "overcommitted": nominal > have})
     return {"tenants": rows, "cluster_queues": cq_rows, "resources": per_resource, "flavors": per_flavor,
-            "overcommitted": any(r["overcommitted"] for r in per_resource + per_flavor)}
+            "overcommitted": any(r["overcommitted"] for r in per_resource + per_flavor), "errors": errors}
 
 
 # ---------------------------------------------------------------------------
@@ -310,6 +325,31 @@ def _totals(plan):
             "driver_changes": len(s.get("driver_changes") or []), "unhealthy_nodes": len(s.get("unhealthy_nodes") or []),
             "invalid": len(s.get("hosts_invalid") or []), "capacity": dict(s.get("capacity") or {}),
             "driver_versions": dict(s.get("driver_versions") or {})}
+
+
+# What more of a diff total means: True better (capacity), False worse (unhealthy nodes); not listed, neither
+# (how many GPUs are on one driver version). Keys as fleet_report's diff rows: hosts, capacity:<resource>, ...
+MORE_IS_BETTER = {"hosts": True, "gpus": True, "capacity": True, "reboot": False, "driver_changes": False,
+                  "unhealthy_nodes": False, "invalid": False}
+
+
+def trend(key, old, new):
+    """``better``, ``worse``, ``neutral`` or ``same``: what a change of a diff total means for the fleet."""
+    if old == new:
+        return "same"
+    better = MORE_IS_BETTER.get(key.split(":", 1)[0])
+    if better is None:
+        return "neutral"
+    return "better" if (new > old) == better else "worse"
+
+
+def unchanged(d):
+    """True when a diff found nothing: no host added, removed or changed, no total moved."""
+    if d.get("previous") is None:
+        return False
+    totals = d.get("totals") or {}
+    return not (d.get("added") or d.get("removed") or d.get("changed")) and all(
+        (v[0] == v[1]) if isinstance(v, list) else not v for v in totals.values())
 
 
 def diff(previous, current, previous_path=None):
@@ -362,14 +402,15 @@ def enrich(plan, order, pool_of, serial=1, canary=False, tenant_settings=None, s
     for name in order:
         host = hosts[name]
         path = host.get("facts_file")
-        if path:
+        if path and path != recorded_facts.CACHE_WHERE:
             host["facts_file"] = os.path.normpath(os.path.abspath(path))
         host["pool"] = pool_of.get(name, UNGROUPED)
         host["disruption"] = disruption(host)
-        host["facts_recorded_at"], host["facts_time_source"] = facts_time(host["facts_file"]) if path else (None, None)
+        host["facts_recorded_at"], host["facts_time_source"] = facts_age(host)
     plan["version"] = fleet_schema.VERSION
     plan["order"] = list(order)
-    plan["facts_root"] = common_dir([hosts[n].get("facts_file") for n in order])
+    plan["facts_root"] = common_dir([hosts[n].get("facts_file") for n in order
+                                     if hosts[n].get("facts_file") != recorded_facts.CACHE_WHERE])
     plan["stale_after_hours"] = stale_after_hours
     stale_before = (time.time() if now is None else now) - 3600.0 * stale_after_hours
     plan["pools"] = rollups(order, hosts, stale_before)
@@ -382,15 +423,24 @@ def enrich(plan, order, pool_of, serial=1, canary=False, tenant_settings=None, s
         hosts[name]["wave"] = wave_of[name]
     settings = dict(tenant_settings or {})
     plan["tenants"] = tenants(plan["summary"], settings.pop("tenants", []), **settings)
+    if plan["tenants"]["errors"]:
+        # Not a host's problem: the plan is invalid without any host being so (summary.hosts_invalid).
+        plan["valid"] = False
     plan.setdefault("diff", {"previous": None})
     return plan
 
 
 def stale_hosts(plan, now=None):
-    """Hosts whose facts are older than the plan's stale_after_hours (or of unknown age), at ``now``."""
+    """Hosts whose facts are older than the plan's stale_after_hours, at ``now`` (hosts without facts are
+    no_facts_hosts, not stale)."""
     limit = (time.time() if now is None else now) - 3600.0 * plan.get("stale_after_hours", 168)
     return [n for n in plan.get("order") or sorted(plan["hosts"])
-            if plan["hosts"][n].get("facts_recorded_at") is None or plan["hosts"][n]["facts_recorded_at"] < limit]
+            if plan["hosts"][n].get("facts_recorded_at") is not None and plan["hosts"][n]["facts_recorded_at"] < limit]
+
+
+def no_facts_hosts(plan):
+    """Hosts without facts: none could be read (no facts file, no record in the fact cache, a broken one)."""
+    return [n for n in plan.get("order") or sorted(plan["hosts"]) if plan["hosts"][n].get("facts_recorded_at") is None]
 
 
 def _preview(names, count, where):
@@ -416,8 +466,11 @@ def previews(summary, count=5):
                                "the filter %s" % (key, flt))) for key, flt in PREVIEWS.items())
 
 
-def overview(plan, count=5, now=None):
-    """The play's summary lines for the views: counts and the first few names, never every host."""
+def overview(plan, count=5, now=None, same_as=None):
+    """The play's summary lines for the views: counts and the first few names, never every host.
+
+    ``same_as``: the plan.json this plan is the same as (nothing was written): said instead of its stored diff.
+    """
     s, waves_, d = plan["summary"], plan["waves"], plan["diff"]
     lines = ["reboots: %s" % previews(s, count)["reboot"]]
     batches_ = waves_["batches"]
@@ -427,7 +480,11 @@ def overview(plan, count=5, now=None):
         waves_["serial"][-1], ", canary first" if waves_["canary"] else "", len(batches_), len(busy),
         "; most capacity away in wave %d: %s" % (worst["wave"], ", ".join("%s: %d" % kv for kv in sorted(
             worst["capacity_removed"].items()))) if worst and worst["capacity_removed"] else ""))
-    if d.get("previous") is None:
+    if same_as:
+        lines.append("since the last plan: no change since the last plan (%s)" % same_as)
+    elif unchanged(d):
+        lines.append("since the last plan: no change since the last plan (%s)" % d["previous"])
+    elif d.get("previous") is None:
         lines.append("since the last plan: %s" % (d.get("problem") or "no previous plan to compare with"))
     else:
         c = d["counts"]
@@ -437,11 +494,19 @@ def overview(plan, count=5, now=None):
                          c["health"], c["capacity"],
                          "; capacity " + _pairs(d["totals"]["capacity"]) if d["totals"]["capacity"] else ""))
     stale = stale_hosts(plan, now)
-    lines.append("facts older than %g h: %s" % (plan["stale_after_hours"], _preview(
-        stale, count, "the page's node table sorted by facts age")))
+    missing = no_facts_hosts(plan)
+    lines.append("facts older than %g h: %s%s" % (plan["stale_after_hours"], _preview(
+        stale, count, "the page's node table sorted by facts age"), "; no facts: %s" % _preview(
+        missing, count, "the page's node table with the filter stale:none") if missing else ""))
     over = ["%s %d > %d" % (r["resource"], r["tenants"], r["capacity"]) for r in plan["tenants"]["resources"]
             if r["overcommitted"]]
     over += ["ClusterQueues %s %s %d > %d" % (r["flavor"], r["resource"], r["nominal"], r["capacity"])
              for r in plan["tenants"]["flavors"] if r["overcommitted"]]
-    lines.append("quotas against capacity: %s" % ("overcommitted: " + "; ".join(over) if over else "within capacity"))
+    errors = plan["tenants"].get("errors") or []
+    if errors:
+        lines.append("quotas against capacity: %d cannot be read (%s)%s" % (
+            len(errors), "; ".join(errors[:2]) + (" and more" if len(errors) > 2 else ""),
+            "; overcommitted: " + "; ".join(over) if over else ""))
+    else:
+        lines.append("quotas against capacity: %s" % ("overcommitted: " + "; ".join(over) if over else "within capacity"))
     return lines

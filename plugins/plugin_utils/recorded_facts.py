@@ -30,7 +30,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import os
+import re
+from datetime import datetime, timezone
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
@@ -56,6 +59,8 @@ NODE_FIELDS = (("distro", ((dict,), "a mapping")), ("os_supported", _BOOL), ("ar
                ("kernel_headers_present", _BOOL), ("secure_boot", _BOOL), ("nouveau_loaded", _BOOL),
                ("loaded_version", _STR), ("loaded_flavor", _STR), ("gpus", ((list,), "a list")),
                ("nvswitches", ((list,), "a list")))
+# Where a host's facts are when they come from the fact cache (a plan's facts_file then).
+CACHE_WHERE = "the fact cache (ansible_facts.%s)" % CACHE_FACT
 
 
 class RecordedFactsError(Exception):
@@ -79,7 +84,7 @@ def source(hostvars, name, facts_dir=None):
     except documents.DocumentError as exc:
         raise RecordedFactsError(str(exc))
     if boolean(hostvars.get("gpuops_fleet_facts_cache", False), strict=False):
-        return "cache", "the fact cache (ansible_facts.%s)" % CACHE_FACT
+        return "cache", CACHE_WHERE
     return None, ""
 
 
@@ -116,6 +121,31 @@ def record_problems(data):
     else:
         problems.extend("nvidia.%s" % p if not p.startswith("lacks") else "nvidia " + p for p in nvml.check_facts(nvidia))
     return problems
+_EPOCH_TEXT = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
+_ISO_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?)?"
+                       r"(?:Z|[+-][0-9]{2}:[0-9]{2})?")
+
+
+def epoch(value):
+    """Seconds since the epoch of a recording time: a number, or ISO 8601 text (UTC unless it says otherwise);
+    None when it is neither (or missing)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    # Text: whole, in ASCII digits (float() and fromisoformat() take "nan", "inf" and other scripts' digits).
+    text = value if isinstance(value, str) else ""
+    if _EPOCH_TEXT.fullmatch(text):
+        return float(text)
+    if not _ISO_TEXT.fullmatch(text):
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
 
 
 def from_document(data, where):

@@ -46,14 +46,25 @@ _CATALOGS = {}
 _SPECS = {}
 
 
+# libyaml's loader where PyYAML has it: every playbook's first task reads every role's specs, and the pure
+# Python loader spends most of that task's time on them.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FILES = {}
+
+
 def _yaml(path):
+    """The YAML document of ``path`` ({} when missing), read once per process."""
+    if path in _FILES:
+        return _FILES[path]
     try:
         with open(path, "rb") as handle:
-            return yaml.safe_load(handle) or {}
+            data = yaml.load(handle, Loader=_LOADER) or {}  # nosec B506 - a safe loader, C or Python
     except FileNotFoundError:
-        return {}
+        data = {}
     except (OSError, yaml.YAMLError) as exc:
         raise AnsibleError("cannot read %s: %s" % (path, to_text(exc)))
+    _FILES[path] = data
+    return data
 
 
 def load_catalog(root=COLLECTION_ROOT):
@@ -146,12 +157,25 @@ def _internal(name, role):
     return name.startswith("_") or "__" in name
 
 
+def _public(names):
+    """The names a message may offer: never an internal one (``<role>__x``), which no inventory should set."""
+    return sorted(n for n in names if not _internal(n, None))
+
+
+def targets(new):
+    """The variables a ``renamed`` entry sends an old name to: one name, or a list of them."""
+    return [to_text(n) for n in (new if isinstance(new, (list, tuple)) else [new])]
+
+
 def unknown_variables(names, catalog, roles=None, check_globals=True):
     """``[(name, owner, closest known name or None, known names)]`` for the names nothing defines.
 
-    ``roles``: the roles whose prefixes are checked (default every role of the catalog).
+    ``roles``: the roles whose prefixes are checked (default every role of the catalog). A name of the
+    ``renamed`` table (another tool's, such as DeepOps' ``k8s_gpu_mig_strategy``) is reported even without
+    a role's prefix, with the platform-wide variables when ``check_globals``. Internal names are never offered.
     """
     all_roles = catalog["roles"]
+    renamed = catalog.get("renamed") or {}
     checked = set(all_roles if roles is None else roles)
     problems = []
     for name in sorted(set(to_text(n) for n in names)):
@@ -164,28 +188,30 @@ def unknown_variables(names, catalog, roles=None, check_globals=True):
             if name in catalog["globals"]:
                 continue
             role, known = "gpuops", catalog["globals"]
+        elif name in renamed and check_globals:
+            role, known = "gpuops", catalog["globals"]
         else:
             continue
-        if name in catalog.get("renamed", {}):
-            problems.append((name, role, catalog["renamed"][name], sorted(known)))
+        if name in renamed:
+            problems.append((name, role, renamed[name], _public(known)))
             continue
         # Compare what follows the shared prefix, or every name would look close.
         prefix = GLOBAL_PREFIX if role == "gpuops" else role + "_"
-        suffixes = dict((k[len(prefix):], k) for k in known)
+        suffixes = dict((k[len(prefix):], k) for k in _public(known))
         close = difflib.get_close_matches(name[len(prefix):], sorted(suffixes), n=1, cutoff=0.6)
-        problems.append((name, role, suffixes[close[0]] if close else None, sorted(known)))
+        problems.append((name, role, suffixes[close[0]] if close else None, _public(known)))
     return problems
 
 
 def format_problems(problems_by_host, renamed=None, sources=None):
-    """One line per unknown variable and hint, its hosts grouped; ``renamed`` ({old: new}) names the new
-    variable of a renamed one, ``sources`` ({name: [file, ...]}) the inventory files that set it."""
+    """One line per unknown variable and hint, its hosts grouped; ``renamed`` ({old: new or [new, ...]}) names
+    the new variables of a renamed one, ``sources`` ({name: [file, ...]}) the inventory files that set it."""
     renamed = renamed or {}
     sources = sources or {}
     grouped = {}
     for host, problems in problems_by_host:
         for name, role, close, known in problems:
-            key = (name, role, close, tuple(known))
+            key = (name, role, tuple(targets(close)) if isinstance(close, list) else close, tuple(known))
             if key not in grouped:
                 grouped[key] = []
             if host not in grouped[key]:
@@ -194,7 +220,7 @@ def format_problems(problems_by_host, renamed=None, sources=None):
     for (name, role, close, known), hosts in grouped.items():
         where = "platform-wide (meta/variables.yml)" if role == "gpuops" else "role %s" % role
         if name in renamed:
-            hint = "it was renamed: set %s instead" % renamed[name]
+            hint = "it was renamed: set %s instead" % " and ".join(targets(renamed[name]))
         else:
             hint = "did you mean %s?" % close if close else "known: %s" % ", ".join(known)
         files = sources.get(name) or []

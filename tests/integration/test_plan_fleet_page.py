@@ -181,7 +181,7 @@ def test_page_in_chromium_shows_the_plan(demo, tmp_path):
         "driver_changes": str(len(s["driver_changes"])), "reboot": str(len(s["reboot"])),
         "invalid_mig": str(len(s["invalid_mig"])), "mig_changes": str(len(s["mig_changes"])),
         "unhealthy_gpus": str(s["unhealthy_gpus"]), "fabric_manager": str(len(s["fabric_manager"])),
-        "waves": "10", "stale": "0"}
+        "waves": "10", "stale": "0", "no_facts": "0"}
     assert dom.capacity == dict((k, str(v)) for k, v in s["capacity"].items())
     # every host once in the table, in inventory order; one rollup per inventory group
     assert dom.rows == plan["order"] and sorted(dom.rows) == sorted(plan["hosts"]) and dom.count == "10 nodes"

@@ -109,3 +109,41 @@ def test_the_summary_agrees_with_the_hosts_that_cannot_be_planned(repo_root, tmp
     assert "invalid MIG layouts: 4 (%s);" % h100 in text and "invalid MIG layouts: none" not in text
     assert "4 host(s) cannot be planned" in text
     assert "set gpuops_k8s_mig_strategy: mixed" in text
+
+
+def test_a_quota_that_cannot_be_read_is_an_error_of_the_plan(repo_root, site):
+    """gpu_tenants_list's 'eight' used to be left out of the plan without a word; now the plan says so and fails."""
+    path = site / "inventories" / "demo" / "group_vars" / "k8s_control" / "k8s.yml"
+    text = path.read_text()
+    assert "requests.nvidia.com/gpu: 16" in text
+    path.write_text(text.replace("requests.nvidia.com/gpu: 16", "requests.nvidia.com/gpu: eight"))
+    proc, out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    said = " ".join(proc.stdout.replace("\\n", " ").split())
+    error = ("gpu_tenants_list: tenant inference: quota requests.nvidia.com/gpu 'eight' is not a whole number of "
+             "devices: write a number, such as 8")
+    assert "1 quota(s) cannot be read: - %s" % error in said, said[-3000:]
+    assert "host(s) cannot be planned" not in said and "planned: 10 of 10 hosts" in said
+    plan = json.loads((out / "fleet" / "plan.json").read_text())
+    assert plan["valid"] is False and plan["tenants"]["errors"] == [error] and plan["errors"] == []
+
+
+@pytest.mark.parametrize("inventory", [["inventories/demo/hosts.yml"],
+                                       ["inventories/example/hosts.yml", "inventories/example-offline.yml"]])
+def test_the_shipped_inventories_do_not_overcommit_their_quotas(repo_root, tmp_path, inventory):
+    """A clean run of the demo or the example says 'within capacity', so a real overcommit is never noise."""
+    args = [PLAYBOOK]
+    for source in inventory:
+        args += ["-i", source]
+    proc = subprocess.run(args + ["playbooks/plan_fleet.yml", "-e", "gpuops_fleet_report_dir=%s" % tmp_path],
+                          cwd=str(repo_root), capture_output=True, text=True, check=False, timeout=300,
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    tenants = plan["tenants"]
+    assert [t["name"] for t in tenants["tenants"]] == ["research", "inference"]
+    assert tenants["errors"] == [] and not tenants["overcommitted"], [
+        r for r in tenants["resources"] + tenants["flavors"] if r["overcommitted"]]
+    assert "quotas against capacity: within capacity" in proc.stdout
+    # The inventories still give the inference tenant its 16 time-sliced GPUs.
+    assert tenants["tenants"][1]["quota"]["nvidia.com/gpu"] == 16

@@ -1,4 +1,5 @@
 """docs/migration.md: every variable it maps to exists, and the renamed table agrees with it."""
+import functools
 import re
 from pathlib import Path
 
@@ -61,7 +62,8 @@ def test_the_renamed_table_sends_old_names_where_the_map_does():
     foreign = {old: new for old, new in renamed.items() if old in mapped}
     assert len(foreign) >= 15
     for old, new in foreign.items():
-        assert new in mapped[old], "%s: renamed to %s, but docs/migration.md maps it to %s" % (old, new, mapped[old])
+        assert set(cv.targets(new)) <= mapped[old], "%s: renamed to %s, but docs/migration.md maps it to %s" % (
+            old, new, mapped[old])
     # An upstream name left in an inventory fails the plan naming the variable to set.
     (entry,) = cv.unknown_variables(["nvidia_driver_package_version"], catalog)
     line = cv.format_problems([("gpu-a", [entry])], catalog["renamed"])[0]
@@ -77,3 +79,79 @@ def test_the_readme_has_the_scope_and_migration_sections():
     for word in ("Kubespray", "kubeadm", "Slurm", "storage", "firmware", "MOFED"):
         assert word in scope, word
     assert "docs/migration.md" in readme
+
+
+@functools.lru_cache(maxsize=None)
+def spec_options():
+    """What an inventory may set: every role's argument spec options and the platform-wide variables, never a
+    role's defaults or vars (where its internal ``<role>__x`` names live)."""
+    out = set()
+    for path in (ROOT / "roles").glob("*/meta/argument_specs.yml"):
+        for entry in (yaml.safe_load(path.read_text()).get("argument_specs") or {}).values():
+            out.update((entry or {}).get("options") or {})
+    return out | set(yaml.safe_load((ROOT / "meta" / "variables.yml").read_text())["variables"])
+
+
+def foreign_rows():
+    """(old name, its targets) of every nvidia.nvidia_driver and DeepOps name the map sends to a variable here."""
+    defined, _catalog = known()
+    out = {}
+    for section, source, target in rows():
+        if section == "From the GPU Operator's Helm values" or not names(target):
+            continue
+        for old in names(source):
+            if old not in defined:  # a name that exists here too (gpu_operator_namespace) is simply read
+                out.setdefault(old, set()).update(names(target))
+    return sorted(out.items())
+
+
+def test_the_map_covers_deepops_gpu_operator_names():
+    old = dict(foreign_rows())
+    for name in ("gpu_operator_enable_dcgm", "gpu_operator_registry_password", "gpu_operator_preinstalled_nvidia_software",
+                 "gpu_operator_driver_version", "gpu_operator_enable_driver", "gpu_operator_enable_toolkit",
+                 "gpu_operator_enable_migmanager", "gpu_operator_helm_repo", "gpu_operator_driver_registry",
+                 "deepops_gpu_operator_enabled", "k8s_gpu_mig_strategy"):
+        assert name in old, name
+
+
+@pytest.mark.parametrize("old, targets", foreign_rows())
+def test_each_migrated_name_is_sent_to_its_real_target(old, targets):
+    """The checker's hint is exactly the map's target, an option of a role's argument specs (or a platform-wide
+    variable), never the closest-looking name: gpu_operator_enable_dcgm is not gpu_operator_enabled."""
+    _defined, catalog = known()
+    options = spec_options()
+    assert not [t for t in targets if t not in options or "__" in t], "%s: maps to %s, not all of them options" % (
+        old, sorted(targets))
+    assert old in catalog["renamed"], "%s is mapped by docs/migration.md but missing from meta/variables.yml renamed" % old
+    assert set(cv.targets(catalog["renamed"][old])) == targets
+    (entry,) = cv.unknown_variables([old], catalog)
+    line = cv.format_problems([("gpu-a", [entry])], catalog["renamed"])[0]
+    assert line.startswith(old + " (host gpu-a): no such variable in ")
+    assert line.endswith("it was renamed: set %s instead" % " and ".join(cv.targets(catalog["renamed"][old])))
+
+
+@pytest.mark.parametrize("old, wrong", [
+    ("gpu_operator_enable_dcgm", "gpu_operator_enabled"),
+    ("gpu_operator_registry_password", "gpu_operator__registry_values"),
+    ("gpu_operator_driver_version", "gpu_operator_chart_version"),
+])
+def test_the_hints_that_misled_are_gone(old, wrong):
+    _defined, catalog = known()
+    (entry,) = cv.unknown_variables([old], catalog)
+    line = cv.format_problems([("gpu-a", [entry])], catalog["renamed"])[0]
+    assert wrong not in line.split("; ", 1)[1], line
+
+
+@pytest.mark.parametrize("variable, deepops", [
+    ("gpu_operator_release_name", "nvidia-gpu-operator"),
+    ("gpu_operator_namespace", "gpu-operator-resources"),
+])
+def test_the_map_says_where_deepops_defaults_differ(variable, deepops):
+    """DeepOps' release lives under another name and namespace: the row says so, with this collection's own
+    default read from the role's argument specs (a changed default fails here until the map follows)."""
+    spec = yaml.safe_load((ROOT / "roles" / "gpu_operator" / "meta" / "argument_specs.yml").read_text())
+    ours = spec["argument_specs"]["main"]["options"][variable]["default"]
+    assert ours != deepops
+    (note,) = [line for line in DOC.read_text().splitlines() if line.startswith("| `%s` | `%s` |" % (variable, variable))]
+    assert "Defaults differ" in note and "`%s`" % deepops in note and "`%s`" % ours in note, note
+    assert "%s: %s" % (variable, deepops) in note, "the row says what to set to keep DeepOps' release"

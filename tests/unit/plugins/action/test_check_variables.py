@@ -99,7 +99,8 @@ def test_the_renamed_table_names_only_gone_variables_and_existing_successors():
     renamed = yaml.safe_load((ROOT / "meta" / "variables.yml").read_text())["renamed"]
     known = set().union(CATALOG["globals"], *CATALOG["roles"].values())
     assert renamed and not set(renamed) & known, "an old name is defined again"
-    assert set(renamed.values()) <= known, "a new name that no role (or meta/variables.yml) defines"
+    assert set(n for new in renamed.values() for n in cv.targets(new)) <= known, \
+        "a new name that no role (or meta/variables.yml) defines"
 
 
 @pytest.mark.parametrize("old, owner, new", [
@@ -296,3 +297,32 @@ def test_validate_never_quotes_the_value_of_a_no_log_option():
     assert "value of demo_token must be one of: a, got: ********" in errors
     # A value of an option that is not no_log is quoted as ansible-core quotes it.
     assert "value of demo_mode must be one of: x, got: plain-y" in errors
+
+
+def test_a_suggestion_never_offers_an_internal_name():
+    """A role's internal names (<role>__x, set by its vars or tasks) are no variable to set: never a hint."""
+    internal = sorted(n for names in CATALOG["roles"].values() for n in names if "__" in n)
+    assert "gpu_operator__registry_values" in internal
+    reported = 0
+    for name in internal:
+        # The public-looking spelling of an internal name is the closest possible typo of it.
+        for entry in cv.unknown_variables([name.replace("__", "_", 1)], CATALOG):
+            reported += 1
+            line = cv.format_problems([("gpu-a", [entry])], CATALOG["renamed"])[0]
+            assert "__" not in line.split("; ", 1)[1], line
+            assert not [k for k in entry[3] if "__" in k], entry[0]
+    assert reported >= 10
+    (entry,) = cv.unknown_variables(["gpu_operator_registry_password"], CATALOG)
+    assert cv.format_problems([("gpu-a", [entry])], CATALOG["renamed"])[0].endswith(
+        "it was renamed: set gpu_operator_image_pull_secrets instead")
+
+
+def test_a_renamed_name_without_a_role_prefix_is_reported_with_the_platform_variables():
+    """DeepOps' k8s_gpu_mig_strategy starts like no role here; the renamed table still names its successor."""
+    assert problems(["k8s_gpu_mig_strategy"]) == [("k8s_gpu_mig_strategy", "gpuops", "gpuops_k8s_mig_strategy")]
+    assert problems(["k8s_gpu_mig_strategy"], check_globals=False) == []
+    # Names the table does not list stay unchecked: other tools' variables share an inventory.
+    assert problems(["k8s_gpu_mig_strateg", "gpu_clock_lock"]) == []
+    (entry,) = cv.unknown_variables(["deepops_gpu_operator_enabled"], CATALOG)
+    assert cv.format_problems([("gpu-a", [entry])], CATALOG["renamed"])[0].endswith(
+        "it was renamed: set gpuops_driver_source and gpuops_toolkit_source instead")

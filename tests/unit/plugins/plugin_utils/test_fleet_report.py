@@ -84,7 +84,8 @@ def test_summary_cards_and_data_match_the_plan(tmp_path):
     s = plan["summary"]
     assert parser.summary == {
         "hosts": "3", "hosts_invalid": "1", "gpus": "9", "driver_changes": "0", "reboot": "0", "invalid_mig": "0",
-        "mig_changes": "0", "unhealthy_gpus": "1", "fabric_manager": "1", "waves": "3", "stale": "0"}
+        "mig_changes": "0", "unhealthy_gpus": "1", "fabric_manager": "1", "waves": "3", "stale": "0",
+        "no_facts": "1"}
     assert int(parser.summary["gpus"]) == s["gpus"] and int(parser.summary["unhealthy_gpus"]) == s["unhealthy_gpus"]
     data = parser.data
     assert data["name"] == ["a", "b", "c"] and data["status"] == [2, 0, 3] and data["gpus"] == [8, 1, 0]
@@ -126,3 +127,77 @@ def test_mig_asked_of_nodes_without_mig_is_on_the_page(tmp_path):
     parser.feed(page)
     notes = [parser.data["strings"][i] for i in parser.data["notes"]["0"]]
     assert any("asks for MIG (entry 1) but no GPU on this node supports MIG" in n for n in notes)
+
+
+def _trends(page):
+    """{row key: (change text, class, data-trend)} of the diff totals table."""
+    out = {}
+    for key, cls, trend, text in re.findall(
+            r'<tr data-total="([^"]+)">(?:<td[^>]*>[^<]*</td>){3}<td class="num ?([^"]*)" data-trend="([^"]+)">([^<]*)</td>',
+            page):
+        out[key] = (text, cls, trend)
+    return out
+
+
+def test_the_diff_is_coloured_by_meaning_not_by_sign(tmp_path):
+    """More unhealthy nodes is bad news, fewer is good news; less capacity is bad; a driver version's GPUs is neither."""
+    sick = fixture("hgx-h100")
+    sick["gpus"][0]["ecc"]["volatile_uncorrectable"] = 2
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
+    before = _plan(tmp_path / "a", {"a": sick, "b": fixture("l40s"), "c": fixture("l40s")})
+    after = _plan(tmp_path / "b", {"a": fixture("hgx-h100"), "b": fixture("l40s")})
+    after["diff"] = fleet_views.diff(json.loads(json.dumps(before)), after, "old/plan.json")
+    trends = _trends(fleet_report.render(after))
+    assert trends["unhealthy_nodes"] == ("-1", "better", "better")
+    assert trends["hosts"] == ("-1", "worse", "worse")
+    assert trends["capacity:nvidia.com/gpu"][1:] == ("worse", "worse")
+    assert trends["gpus"] == ("-1", "worse", "worse")
+    assert trends["reboot"] == ("", "", "same")
+    assert [v for k, v in trends.items() if k.startswith("driver:")] == [("-1", "muted", "neutral")]
+    # and the other way round
+    again = _plan(tmp_path / "c", {"a": sick, "b": fixture("l40s"), "c": fixture("l40s")})
+    again["diff"] = fleet_views.diff(json.loads(json.dumps(after)), again, "old/plan.json")
+    trends = _trends(fleet_report.render(again))
+    assert trends["unhealthy_nodes"] == ("+1", "worse", "worse") and trends["hosts"] == ("+1", "better", "better")
+
+
+@pytest.mark.parametrize("key, old, new, trend", [
+    ("unhealthy_nodes", 0, 3, "worse"), ("unhealthy_nodes", 3, 0, "better"), ("invalid", 1, 2, "worse"),
+    ("reboot", 4, 0, "better"), ("driver_changes", 0, 4, "worse"), ("capacity:nvidia.com/gpu", 48, 44, "worse"),
+    ("capacity:nvidia.com/mig-1g.10gb", 8, 16, "better"), ("gpus", 45, 46, "better"), ("driver:570.172.08", 8, 0, "neutral"),
+    ("hosts", 10, 10, "same"),
+])
+def test_each_total_has_its_meaning(key, old, new, trend):
+    assert fleet_views.trend(key, old, new) == trend
+
+
+def test_a_second_identical_plan_says_no_change_since_the_last_plan(tmp_path):
+    from ansible_collections.gpuops.platform.plugins.action import fleet_plan as action
+
+    plan_file = str(tmp_path / "plan.json")
+    first = _plan(tmp_path, {"a": fixture("hgx-h100"), "b": fixture("l40s")})
+    text, kept, same = action._with_diff(first, plan_file, None)
+    assert kept is None and same is False
+    (tmp_path / "plan.json").write_text(text)
+    assert "no change" not in " ".join(fleet_views.overview(first))
+    second = _views(fleet_plan.plan_fleet([(n, {}) for n in ("a", "b")], str(tmp_path)))
+    text2, kept, same = action._with_diff(second, plan_file, None)
+    # Nothing to write (the run changes nothing), and the summary says why.
+    assert (text2, kept, same) == (text, None, True)
+    line = fleet_views.overview(second, same_as=plan_file)[2]
+    assert line == "since the last plan: no change since the last plan (%s)" % plan_file
+    # A plan compared with an identical one (gpuops_fleet_previous_plan) says the same, on the page too.
+    second["diff"] = fleet_views.diff(json.loads(text), second, "last-week.json")
+    assert fleet_views.overview(second)[2] == "since the last plan: no change since the last plan (last-week.json)"
+    page = fleet_report.render(second)
+    assert 'data-diff="same">No change since the last plan (<code>last-week.json</code>' in page
+    assert 'id="diff-totals"' not in page
+    # One host changed: no longer "no change".
+    sick = fixture("hgx-h100")
+    sick["gpus"][0]["ecc"]["volatile_uncorrectable"] = 1
+    write(tmp_path, "a", sick)
+    third = _views(fleet_plan.plan_fleet([(n, {}) for n in ("a", "b")], str(tmp_path)))
+    _text, kept, same = action._with_diff(third, plan_file, None)
+    assert kept == text and same is False and "no change" not in fleet_views.overview(third)[2]
+    assert third["diff"]["changed"] == {"a": {"health": ["ok", "critical"]}}

@@ -157,6 +157,46 @@ def test_old_facts_are_stale(tmp_path):
     assert "facts older than 24 h: 1 (hgx2)" in fv.overview(out)
 
 
+def test_facts_from_the_fact_cache_keep_their_recording_time(tmp_path):
+    """AWX's Record -> Plan and the CLI's jsonfile cache: the record's recorded_at, not "unknown", dates the facts,
+    so facts recorded a minute ago are fresh and a week-old record is stale."""
+    from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts as rf
+
+    def cached(name, at):
+        record = rf.make_record(name, fixture("hgx-h100"), {}, at, "0.1.0")
+        return (name, {"gpuops_fleet_facts_cache": True, "ansible_facts": {rf.CACHE_FACT: record},
+                       "nvidia_driver_version": "570.195.03"})
+
+    out = fleet_plan.plan_fleet([cached("fresh", "2026-11-27T09:00:00Z"), cached("old", "2026-11-19T09:00:00Z")], "")
+    assert out["valid"], out["errors"]
+    now = rf.epoch("2026-11-27T09:01:00Z")
+    fv.enrich(out, ["fresh", "old"], {}, now=now)
+    fresh, old = out["hosts"]["fresh"], out["hosts"]["old"]
+    assert (fresh["facts_recorded_at"], fresh["facts_time_source"]) == (now - 60, "recorded")
+    assert (old["facts_recorded_at"], old["facts_time_source"]) == (now - 60 - 8 * 86400, "recorded")
+    assert fv.stale_hosts(out, now=now) == ["old"] and fv.no_facts_hosts(out) == []
+    assert out["pools"]["ungrouped"]["stale"] == 1 and out["pools"]["ungrouped"]["no_facts"] == 0
+    # Where they came from is said as such, not made into a path under the current folder.
+    assert fresh["facts_file"] == rf.CACHE_WHERE and out["facts_root"] == ""
+    fleet_schema.check(json.loads(json.dumps(out)))
+
+
+def test_a_host_without_facts_is_reported_as_such_not_as_stale(tmp_path):
+    hosts = dict(HOSTS, gone=("missing", {}), broken=('{"not": "facts"}', {}))
+    out = plan(tmp_path, hosts, mig_strategy="mixed")
+    names = list(hosts)
+    fv.enrich(out, names, fv.pools(names, dict(GROUPS, gpu_nodes=names), "gpu_nodes"), stale_after_hours=24)
+    assert fv.no_facts_hosts(out) == ["gone", "broken"]
+    assert fv.stale_hosts(out) == []
+    for name in ("gone", "broken"):
+        assert (out["hosts"][name]["facts_recorded_at"], out["hosts"][name]["facts_time_source"]) == (None, None)
+    assert out["pools"]["ungrouped"]["no_facts"] == 2 and out["pools"]["ungrouped"]["stale"] == 0
+    line = [x for x in fv.overview(out) if x.startswith("facts older than")][0]
+    assert line == ("facts older than 24 h: none; no facts: 2 (gone, broken)"), line
+    page = fleet_report.render(out)
+    assert '<div class="n" data-summary="no_facts">2</div>' in page and '<div class="n" data-summary="stale">0</div>' in page
+
+
 # --- tenants -----------------------------------------------------------------------
 
 def test_tenant_and_queue_quotas_against_capacity_flag_overcommit_instead_of_failing(tmp_path):
@@ -178,6 +218,36 @@ def test_tenant_and_queue_quotas_against_capacity_flag_overcommit_instead_of_fai
     # without queues of its own, the default ClusterQueue gets the whole fleet: never overcommitted
     t = _views(tmp_path)["tenants"]
     assert [q["name"] for q in t["cluster_queues"]] == ["gpu-fleet"] and not any(r["overcommitted"] for r in t["flavors"])
+
+
+@pytest.mark.parametrize("settings, error", [
+    ({"tenants": [{"name": "inference", "quota": {"requests.nvidia.com/gpu": "eight"}}]},
+     "gpu_tenants_list: tenant inference: quota requests.nvidia.com/gpu 'eight' is not a whole number of devices"),
+    ({"tenants": [{"name": "research", "gpu_share": "half"}]},
+     "gpu_tenants_list: tenant research: gpu_share must be a number between 0 and 1, got 'half'"),
+    ({"tenants": [{"name": "research", "gpu_share": 1.5}]},
+     "gpu_tenants_list: tenant research: gpu_share must be a number between 0 and 1, got 1.5"),
+    ({"tenants": [], "cluster_queues": [{"name": "infer", "quotas": {"nvidia-l40s": {"nvidia.com/gpu": "eight"}}}]},
+     "kueue_cluster_queues: ClusterQueue infer: nominal quota nvidia.com/gpu of flavor nvidia-l40s 'eight' is not a whole"),
+])
+def test_a_quota_that_cannot_be_read_is_an_error_of_the_plan(tmp_path, settings, error):
+    """Never silently left out: the plan is not valid and says which quota, on the page and in the summary."""
+    out = _views(tmp_path, tenant_settings=settings)
+    errors = out["tenants"]["errors"]
+    assert len(errors) == 1 and errors[0].startswith(error), errors
+    assert out["valid"] is False and out["summary"]["hosts_invalid"] == [] and out["errors"] == []
+    line = fv.overview(out)[4]
+    assert line.startswith("quotas against capacity: 1 cannot be read (%s" % error), line
+    page = fleet_report.render(out)
+    assert 'data-quota-errors="1"' in page and "1 quota(s) cannot be read" in page
+    fleet_schema.check(json.loads(json.dumps(out)))
+
+
+def test_readable_quotas_leave_the_plan_valid(tmp_path):
+    out = _views(tmp_path, tenant_settings={"tenants": [{"name": "a", "gpu_share": "0.5",
+                                                         "quota": {"requests.nvidia.com/gpu": "8", "requests.cpu": "lots"}}]})
+    assert out["tenants"]["errors"] == [] and out["valid"] is True
+    assert out["tenants"]["tenants"][0]["quota"]["nvidia.com/gpu"] == 8
 
 
 # --- diff --------------------------------------------------------------------------

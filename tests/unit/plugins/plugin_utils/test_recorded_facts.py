@@ -167,12 +167,18 @@ def test_the_planner_plans_a_record_a_cached_record_and_a_bare_file_alike(tmp_pa
                                                     ansible_facts={rf.CACHE_FACT: record("cached", facts)}))], "")
     assert plan["valid"] and cached["valid"], plan["errors"] + cached["errors"]
     plan["hosts"].update(cached["hosts"])
-    # The same facts give the same plan, whichever store they come from.
-    views = [json.loads(json.dumps(dict((k, v) for k, v in plan["hosts"][n].items() if k != "facts_file")).replace(
+    # The same facts give the same plan, whichever store they come from (where and when they were recorded aside).
+    views = [json.loads(json.dumps(dict((k, v) for k, v in plan["hosts"][n].items()
+                                        if k not in ("facts_file", "facts_recorded_at"))).replace(
         '"%s"' % n, '"HOST"')) for n in ("rec", "bare", "cached")]
     assert views[0] == views[1] == views[2]
     assert plan["hosts"]["rec"]["driver"]["action"] == "upgrade"
     assert plan["hosts"]["cached"]["facts_file"].startswith("the fact cache")
+    # A record's own time goes with it, from a file or the fact cache; a bare nvml_facts output has none.
+    recorded = rf.epoch("2026-11-25T17:00:00Z")
+    assert recorded == 1795626000.0
+    assert plan["hosts"]["rec"]["facts_recorded_at"] == plan["hosts"]["cached"]["facts_recorded_at"] == recorded
+    assert plan["hosts"]["bare"]["facts_recorded_at"] is None
 
 
 def test_the_planner_names_a_host_without_any_store():
