@@ -37,7 +37,7 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action impo
 from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import health_verdict
 
 PLAN_VERSION = 1
-NVIDIA_DEVICE_ID = re.compile(r"0x[0-9A-Fa-f]{4}10DE")
+NVIDIA_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{4}10DE\Z")
 FABRICMANAGER_CHOICES = ("auto", "true", "false")
 
 # The roles' own defaults for the variables the plan reads (the unit tests

@@ -373,7 +373,7 @@ def _fresh_plan():
 def plan_json(data):
     """An old plan.json: in the report folder (the diff of the next plan), and given as previous_plan."""
     path = _scratch_file("plan.json", data)
-    text, _kept = fleet_plan_action._with_diff(_fresh_plan(), path, None)
+    text, _kept, _same = fleet_plan_action._with_diff(_fresh_plan(), path, None)
     written = json.loads(text)  # the planner's own output is JSON, with a diff or the problem that kept it from one
     fleet_schema.check(written, "the written plan.json")
     diff = written["diff"]

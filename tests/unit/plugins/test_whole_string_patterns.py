@@ -8,13 +8,13 @@ import pytest
 from ansible.errors import AnsibleActionFail, AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.action import k8s_render
-from ansible_collections.gpuops.platform.plugins.filter import gpu_upgrade, k8s_objects
+from ansible_collections.gpuops.platform.plugins.filter import k8s_objects
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._node import kubelet_config, preflight
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 from ansible_collections.gpuops.platform.plugins.modules import dcgm_diag
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_views, jinja_tests
+from ansible_collections.gpuops.platform.plugins.plugin_utils import driver_action, fleet_plan, fleet_views, jinja_tests
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_monitoring, k8s_queues
 
 
@@ -23,13 +23,20 @@ def _refused(call, value, errors):
         call(value)
 
 
+def _driver_version(value, kind="version"):
+    problem = driver_action.value_problem("nvidia_driver_%s" % kind, value, kind)
+    if problem:
+        raise ValueError(problem)
+
+
 def _driver_settings(**kw):
     return fleet_plan.setting_errors(dict(fleet_plan.DEFAULTS, **kw))
 
 
 # (what, call that raises for a bad value, errors, good value, bad values)
 VALIDATORS = [
-    ("gpu_upgrade version", gpu_upgrade._check_version, AnsibleFilterError, "580.82.07", ["５８０.82.07", "580.82.07\nx"]),
+    ("driver version", _driver_version, ValueError, "580.82.07", ["５８０.82.07", "580.82.07\nx", "580.82.07\n"]),
+    ("driver branch", lambda v: _driver_version(v, "branch"), ValueError, "580", ["５８０", "580\n", "٥٨٠"]),
     ("Helm release name", lambda v: helm.check_release({"name": v, "namespace": "gpu-operator"}), ValueError,
      "gpu-operator", ["gpu-operator\n"]),
     ("Helm namespace", lambda v: helm.check_release({"name": "gpu-operator", "namespace": v}), ValueError,

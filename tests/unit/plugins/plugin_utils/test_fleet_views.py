@@ -65,7 +65,8 @@ def test_waves_are_the_batches_ansible_makes_for_serial_and_canary(tmp_path, siz
 
 def _upgrade_play_keywords(fact):
     """playbooks/upgrade.yml's upgrade play: its hosts and serial, templated with the first play's fact."""
-    play = yaml.safe_load((ROOT / "playbooks" / "upgrade.yml").read_text())[1]
+    # The play that upgrades: the one with a serial (those before check the variables and decide the waves).
+    play = [p for p in yaml.safe_load((ROOT / "playbooks" / "upgrade.yml").read_text()) if "serial" in p][0]
     templar = Templar(DataLoader(), variables={"hostvars": {"localhost": {"ansible_facts": {
         "gpuops_upgrade_rollout": fact}}}})
     return (templar.template(trust_as_template(play["hosts"])), templar.template(trust_as_template(play["serial"])),

@@ -196,7 +196,7 @@ def _plan():
 def test_an_old_plan_json_nested_100000_deep_is_no_diff_and_the_plan_is_written(tmp_path):
     plan_file = tmp_path / "plan.json"
     plan_file.write_text("[" * DEEP + "]" * DEEP)
-    text, kept = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
+    text, kept, _same = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
     diff = json.loads(text)["diff"]
     assert diff["previous"] is None and kept is None
     assert "the plan.json already in report_dir %s is nested more than 64 levels deep" % plan_file in diff["problem"]
@@ -216,7 +216,7 @@ def test_a_damaged_previous_plan_is_refused_naming_the_file(tmp_path, content, m
     # The same in plan.json of the report folder: a problem of the diff, the new plan written.
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(content)
-    text, dummy = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
+    text, dummy, _same = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
     assert json.loads(text)["diff"]["problem"].startswith("no diff: ")
 
 
@@ -238,7 +238,7 @@ def test_a_parsed_plan_too_deep_for_the_schema_check_is_refused():
 def test_an_old_plan_json_that_is_json_null_is_no_diff_with_a_problem(tmp_path):
     plan_file = tmp_path / "plan.json"
     plan_file.write_text("null\n")
-    text, dummy = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
+    text, dummy, _same = fleet_plan_action._with_diff(_plan(), str(plan_file), None)
     assert json.loads(text)["diff"]["problem"] == ("no diff: the plan.json already in report_dir %s is not a JSON object"
                                                    % plan_file)
 
@@ -308,7 +308,7 @@ def test_a_damaged_plan_is_refused_naming_the_field_without_jsonschema(no_jsonsc
         fleet_schema.check(plan, "the previous plan")
     # The diff against it: the problem, never a bare error.
     (tmp_path / "plan.json").write_text(json.dumps(plan))
-    text, dummy = fleet_plan_action._with_diff(_plan(), str(tmp_path / "plan.json"), None)
+    text, dummy, _same = fleet_plan_action._with_diff(_plan(), str(tmp_path / "plan.json"), None)
     assert where in json.loads(text)["diff"]["problem"]
 
 
