@@ -243,9 +243,9 @@ class ActionModule(ActionBase):
             parts = []
             if plan["errors"]:
                 parts.append("%d of %d host(s) cannot be planned:\n%s" % (len(s["hosts_invalid"]), s["hosts"],
-                                                                         "\n".join(plan["errors"])))
+                                                                          "\n".join(plan["errors"])))
             if result["quota_errors"]:
                 parts.append("%d quota(s) cannot be read:\n%s" % (len(result["quota_errors"]),
-                                                                 "\n".join(result["quota_errors"])))
+                                                                  "\n".join(result["quota_errors"])))
             result["msg"] = "The plan is not valid (report written to %s):\n%s" % (result["report_file"], "\n".join(parts))
         return result

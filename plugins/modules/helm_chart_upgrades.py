@@ -32,12 +32,54 @@ description:
 options:
   releases:
     description:
-      - The releases to read, as P(gpuops.platform.k8s_chart_upgrades#filter) returns them - C(name), C(namespace),
-        C(chart_ref), C(chart_repo_url), C(chart_version), C(source) (C(path), C(oci) or C(repo)), C(values),
-        C(sensitive), C(layer), and C(deployed_version), the chart version deployed now.
+      - The releases to read, as P(gpuops.platform.k8s_chart_upgrades#filter) returns them.
     type: list
     elements: dict
     required: true
+    suboptions:
+      name:
+        description: Name of the Helm release.
+        type: str
+        required: true
+      namespace:
+        description: Namespace of the Helm release.
+        type: str
+        required: true
+      chart_ref:
+        description: The chart, as the release is installed from it (a path, an OCI reference or a chart name in O(releases[].chart_repo_url)).
+        type: str
+        required: true
+      chart_repo_url:
+        description: The chart repository, when O(releases[].source=repo).
+        type: str
+      chart_version:
+        description: The chart version wanted.
+        type: str
+        required: true
+      source:
+        description: Where the chart comes from.
+        type: str
+        required: true
+        choices: [path, oci, repo]
+      deployed_version:
+        description: The chart version deployed now.
+        type: str
+        required: true
+      values:
+        description:
+          - The wanted values, whose keys are compared with both charts' values.
+          - Not C(no_log), since Ansible would then mask each of their leaf values everywhere in the result; run the
+            task with C(no_log) for a release whose values hold secrets.
+        type: dict
+        default: {}
+      sensitive:
+        description: The release's values hold secrets; its changed defaults are left out of the result too.
+        type: bool
+        default: false
+      layer:
+        description: The layer the release belongs to, for the messages.
+        type: str
+        default: ""
 extends_documentation_fragment:
   - gpuops.platform.attributes
   - gpuops.platform.attributes.node

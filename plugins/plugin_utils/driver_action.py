@@ -50,7 +50,7 @@ def value_problem(variable, value, kind="version"):
     """
     if value is None or value == "":
         return None
-    example = EXAMPLE_VERSION if kind == "version" else EXAMPLE_VERSION.split(".")[0]
+    example = EXAMPLE_VERSION if kind == "version" else EXAMPLE_VERSION.split(".", maxsplit=1)[0]
     if isinstance(value, bool) or (_is_number(value) and (kind == "version" or not isinstance(value, int))):
         return ("%s is the %s %r, not a string: YAML reads an unquoted %s as a number (570.190 becomes 570.19, "
                 "570.10 becomes 570.1), so quote it, such as %s: \"%s\""

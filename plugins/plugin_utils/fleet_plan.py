@@ -31,7 +31,6 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity as capacity
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
-from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, fleet_approval, recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_setting_errors
 from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import health_verdict

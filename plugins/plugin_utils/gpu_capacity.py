@@ -109,10 +109,10 @@ def _check_resource_name(rname, where, mig_strategy, advertised=True):
         rname = RESOURCE_PREFIX + rname
     if len(rname) > MAX_RESOURCE_NAME_LENGTH:
         raise CapacityError("%s: fully-qualified resource name must be %d characters or less: %s"
-                                 % (where, MAX_RESOURCE_NAME_LENGTH, rname))
+                            % (where, MAX_RESOURCE_NAME_LENGTH, rname))
     if not _DNS_SUBDOMAIN.fullmatch(rname[len(RESOURCE_PREFIX):]):
         raise CapacityError("%s: incorrect format for resource name %r: the part after nvidia.com/ must be a "
-                                 "DNS-1123 subdomain (a-z, 0-9, '-' and '.')" % (where, rname))
+                            "DNS-1123 subdomain (a-z, 0-9, '-' and '.')" % (where, rname))
     if not advertised:
         return rname
     if rname.startswith(MIG_PREFIX):
@@ -167,7 +167,7 @@ def gpu_sharing_configs(configs, mig_strategy="single", default=""):
                            if cfg.get(k) is not None)
             if extra:
                 raise CapacityError("%s: mode none shares nothing, so %s would be ignored; set mode to "
-                                         "time-slicing or mps, or remove %s" % (where, ", ".join(extra), ", ".join(extra)))
+                                    "time-slicing or mps, or remove %s" % (where, ", ".join(extra), ", ".join(extra)))
             result[name] = {"mode": mode, "resources": [], "rename_by_default": False,
                             "document": {"version": "v1", "flags": {"migStrategy": mig_strategy}}}
             continue
@@ -231,7 +231,7 @@ def gpu_sharing_configs(configs, mig_strategy="single", default=""):
     default = to_text(default or "")
     if default and default not in result:
         raise CapacityError("gpu_sharing_default_config %s is not one of the configs in gpu_sharing_configs (%s)"
-                                 % (default, ", ".join(result) or "none defined"))
+                            % (default, ", ".join(result) or "none defined"))
     return result
 
 
@@ -261,9 +261,9 @@ def _planned_counts(name, strategy, entry):
     if "resources" in entry or "valid" in entry:
         if entry.get("valid") is False:
             raise CapacityError("node %s: the MIG layout cannot be used with the %s strategy: %s%s"
-                                     % (name, strategy, entry.get("reason") or "invalid",
-                                        "; %s, or change the node's MIG layout (mig_config_name)" % MIXED_HINT
-                                        if strategy == "single" and entry.get("reason") else ""))
+                                % (name, strategy, entry.get("reason") or "invalid",
+                                   "; %s, or change the node's MIG layout (mig_config_name)" % MIXED_HINT
+                                   if strategy == "single" and entry.get("reason") else ""))
         entry = entry.get("resources") or {}
     return dict((to_text(k), _int(v, "node %s: mig_k8s_resources.%s.%s" % (name, strategy, k)))
                 for k, v in entry.items())
@@ -415,7 +415,7 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
         if config:
             if config not in sharing:
                 raise CapacityError("node %s selects device-plugin config %r, which is not defined (defined: %s)"
-                                         % (name, config, ", ".join(sorted(sharing)) or "none"))
+                                    % (name, config, ", ".join(sorted(sharing)) or "none"))
             cfg = sharing[config]
             if cfg["mode"] == "mps" and mig:
                 raise CapacityError(
@@ -465,7 +465,7 @@ def gpu_quota_check(requests, capacity, what="quota"):
             over.append("%s=%d but the fleet has %d" % (res, want, have))
     if over:
         raise CapacityError("%s is larger than the fleet: %s (capacity from the node facts: %s)"
-                                 % (what, "; ".join(over), ", ".join("%s=%d" % kv for kv in sorted(total.items())) or "no GPUs"))
+                            % (what, "; ".join(over), ", ".join("%s=%d" % kv for kv in sorted(total.items())) or "no GPUs"))
     return requests
 
 
@@ -625,4 +625,3 @@ def gpu_tenants_plan(tenants, capacity, default_share=1.0, default_quota=None, d
             "volcano_queue": to_text(tenant.get("volcano_queue") or ""),
         })
     return plans
-

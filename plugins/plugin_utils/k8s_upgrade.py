@@ -127,8 +127,8 @@ def upgrade_lines(plan, check=False):
     lines = []
     for entry in plan or []:
         lines.append("%s %s (layer %s): chart %s -> %s" % ("Chart upgrade planned:" if check else "Chart upgrade:",
-                                                            entry["name"], entry["layer"], entry["from_version"],
-                                                            entry["to_version"]))
+                                                           entry["name"], entry["layer"], entry["from_version"],
+                                                           entry["to_version"]))
         crds = entry.get("crds") or {}
         applied = set(entry.get("applied") or [])
         for name in crds.get("added") or []:
@@ -147,7 +147,7 @@ def upgrade_lines(plan, check=False):
             for version, paths in sorted((change.get("validation_changed") or {}).items()):
                 parts.append("validation changed in %s: %s" % (version, ", ".join(sorted(paths))))
             lines.append("    CRD %s%s: %s" % (change["name"], " (applied server-side first)" if change["name"] in applied
-                                                 else "", "; ".join(parts)))
+                                               else "", "; ".join(parts)))
         for renamed in entry.get("values_renamed") or []:
             lines.append("    values key %s is set but the new chart no longer has it%s" % (
                 renamed["key"], " (now %s?)" % " or ".join(renamed["candidates"]) if renamed.get("candidates") else ""))

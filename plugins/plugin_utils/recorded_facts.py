@@ -121,6 +121,8 @@ def record_problems(data):
     else:
         problems.extend("nvidia.%s" % p if not p.startswith("lacks") else "nvidia " + p for p in nvml.check_facts(nvidia))
     return problems
+
+
 _EPOCH_TEXT = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
 _ISO_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?)?"
                        r"(?:Z|[+-][0-9]{2}:[0-9]{2})?")
@@ -250,6 +252,8 @@ def usable(data):
     except documents.DocumentError:
         return False
     return not record_problems(data)
+
+
 def _without_volatile(gpu):
     if not isinstance(gpu, dict):
         return gpu

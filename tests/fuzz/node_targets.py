@@ -74,7 +74,10 @@ def _encode(text):
 def containerd_config(draw, version):
     """A containerd config of ``version`` with any value at the keys the planner reads."""
     cri = CRI_PLUGINS[version]
-    value = lambda: toml_value(draw(TOML_VALUES))  # noqa: E731
+
+    def value():
+        return toml_value(draw(TOML_VALUES))
+
     fields = {
         "version": "version = %s\n" % (draw(st.sampled_from([str(version), value()]))),
         "imports": "imports = %s\n" % draw(st.sampled_from([value(), toml_value(draw(st.lists(
@@ -95,7 +98,10 @@ def containerd_config(draw, version):
 
 @st.composite
 def crio_config(draw):
-    value = lambda: toml_value(draw(TOML_VALUES))  # noqa: E731
+
+    def value():
+        return toml_value(draw(TOML_VALUES))
+
     main = "[crio.runtime]\ndefault_runtime = %s\n[crio.runtime.runtimes.runc]\nruntime_path = %s\nruntime_type = %s\n" \
         % (value(), value(), value())
     drop_in = "[crio.runtime.runtimes.%s]\nmonitor_path = %s\n" % (json.dumps(draw(KEYS)), value())
@@ -115,7 +121,10 @@ def daemon_json(draw):
 @st.composite
 def dcgm_output(draw):
     """``dcgmi diag -j`` output in DCGM 3's or 4's shape, any value at any field it has."""
-    value = lambda: draw(JSON_VALUES)  # noqa: E731
+
+    def value():
+        return draw(JSON_VALUES)
+
     result = {"gpu_ids": draw(st.sampled_from([value(), "0,1", 0, "\uff10"])), "status": value(),
               "warnings": value(), "info": value(), "entity_group": value(), "entity_id": value()}
     test = {"name": value(), "results": draw(st.sampled_from([value(), [result]])), "test_summary": value()}

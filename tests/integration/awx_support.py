@@ -147,7 +147,7 @@ def survey_answer_errors(element, data, validate_required=True):
     elif element["type"] == "integer":
         if var in data:
             value = data[var]
-            if type(value) is not int:  # AWX: type(...) != int, so True is refused too
+            if not isinstance(value, int) or isinstance(value, bool):  # AWX: type(...) != int, so True is refused too
                 return ["Value %s for '%s' expected to be an integer." % (value, var)]
             if "min" in element and element["min"] not in ("", None) and value < int(element["min"]):
                 errors.append("'%s' value %s is too small (must be at least %s)." % (var, value, element["min"]))
@@ -164,7 +164,7 @@ def survey_answer_errors(element, data, validate_required=True):
                 errors.append("'%s' value %s is too large (must be no more than %s)." % (var, value, element["max"]))
     elif element["type"] == "multiselect":
         if var in data:
-            if type(data[var]) is not list:
+            if not isinstance(data[var], list):
                 errors.append("'%s' value is expected to be a list." % var)
             else:
                 choices = _choice_list(element)

@@ -178,7 +178,7 @@ def test_every_workflow_node_launches_and_the_plan_reaches_the_nodes_after_it(as
         for question in awx._survey(template):
             if question["variable"] in workflow_vars:
                 assert extra[question["variable"]] == workflow_vars[question["variable"]]
-    assert [template for template, _ in seen] == ["Record facts", "Plan fleet"] + after_plan
+    assert [template for template, _plan in seen] == ["Record facts", "Plan fleet"] + after_plan
     assert seen[0][1] == seen[1][1] == {}
     assert seen[2:] == [(template, plan) for template in after_plan], "the nodes after the approval run the approved plan"
 
@@ -341,7 +341,7 @@ def planned(tmp_path_factory):
         result = ansible_runner.run(
             private_data_dir=str(pdd), playbook=str(ROOT / "playbooks" / "plan_fleet.yml"),
             inventory=str(ROOT / "inventories" / "demo" / "hosts.yml"),
-                extravars={"gpuops_driver_version": answer, "gpuops_fleet_report_dir": str(pdd / "fleet")},
+            extravars={"gpuops_driver_version": answer, "gpuops_fleet_report_dir": str(pdd / "fleet")},
             envvars=_ENV,
             quiet=True, timeout=600)
         assert result.status == "successful", result.stdout.read()[-3000:]

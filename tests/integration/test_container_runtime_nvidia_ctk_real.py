@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import plan_containerd
-from container_runtime_helpers import CRI2, CRI3, load_toml
-from test_container_runtime_real import binary, dump, real_runtimes, write  # noqa: F401  (real_runtimes: fixture)
+import test_container_runtime_real as real
+from container_runtime_helpers import CRI2, CRI3
+
+binary, dump, write = real.binary, real.dump, real.write
+real_runtimes = real.real_runtimes  # the real containerd and docker binaries (a fixture)
 
 NVIDIA_BIN = "/usr/bin/nvidia-container-runtime"
 # nvidia-ctk's expected output for an empty config, as its TestAddRuntime writes it, for the runtime "nvidia".

@@ -134,7 +134,6 @@ class Site(object):
         lines = events.read_text().splitlines() if events.exists() else []
         return proc, [json.loads(line) for line in lines]
 
-
     def _interrupted(self, command, env, interrupt_when):
         # Its own session, so that the kill reaches the workers and the modules they run, as a lost controller would.
         with open(self.root / "interrupted.log", "w+") as log:

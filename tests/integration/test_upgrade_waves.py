@@ -166,7 +166,7 @@ def test_an_approved_plan_runs_its_waves_and_a_changed_one_is_refused(repo_root,
 def test_a_bad_serial_is_refused_by_the_planner_and_upgrade_yml_alike(repo_root, tmp_path, fleet):
     (fleet / "group_vars" / "all" / "rollout.yml").write_text(
         (fleet / "group_vars" / "all" / "rollout.yml").read_text().replace("gpuops_upgrade_serial: 3",
-                                                                        "gpuops_upgrade_serial: ten"))
+                                                                           "gpuops_upgrade_serial: ten"))
     proc, out, plan = _plan(repo_root, [fleet / "hosts.json"], tmp_path / "report")
     assert proc.returncode != 0 and plan is None
     planner = " ".join(out.split())
@@ -214,3 +214,23 @@ def test_nodes_and_mig_change_only_an_approved_plans_hosts_and_refuse_a_stale_on
         assert proc.returncode != 0 and play not in out, out[-3000:]
         assert "is stale: the inputs of 1 host(s) changed since it was made" in " ".join(out.split())
         assert "- %s: changed: facts" % kept[1] in " ".join(out.split())
+
+
+def test_an_approved_plan_made_with_a_run_driver_version_is_current_for_that_run(repo_root, tmp_path, fleet):
+    """AWX's driver question (gpuops_driver_version) reaches Plan fleet and the jobs after the approval alike: the
+    approved plan was made with that version on every host, and the run that applies it sets the same version before
+    it checks the plan, so the plan is current, not stale for nvidia_driver_version."""
+    inventories = [fleet / "hosts.json"]
+    answer = ("-e", "gpuops_driver_version=580.82.07")
+    _proc, out, plan = _plan(repo_root, inventories, tmp_path / "report", *answer)
+    assert plan is not None, out[-3000:]
+    assert set(h["driver"]["wanted"] for h in plan["hosts"].values()) == {"580.82.07"}, out[-3000:]
+    approved = tmp_path / "approved.json"
+    approved.write_text(json.dumps(plan))
+    for playbook in ("upgrade", "nodes"):
+        proc, out = _run(repo_root, inventories, playbook, "--check", "-e", "gpuops_approved_plan=%s" % approved, *answer)
+        assert proc.returncode == 0, out[-4000:]
+        assert "inputs unchanged since it was made" in " ".join(out.split()), out[-4000:]
+    # Without the answer, the same plan is stale: its hosts' version is not the one the run would use.
+    proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved)
+    assert proc.returncode != 0 and "changed: nvidia_driver_version" in " ".join(out.split())

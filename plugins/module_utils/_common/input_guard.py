@@ -65,7 +65,7 @@ def bracket_depth(text, kind):
     brackets = _NOT_BRACKET.sub("", skip.sub("", text))
     if not brackets:
         return 0
-    return max(0, max(accumulate(map(_STEP.__getitem__, brackets))))
+    return max(0, *accumulate(map(_STEP.__getitem__, brackets)))
 
 
 FILE_ADVICE = "Nothing was changed; check the file."

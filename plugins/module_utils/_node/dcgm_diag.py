@@ -33,6 +33,8 @@ from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guar
 LEVELS = (1, 2, 3, 4)
 ROOT_KEYS = ("DCGM GPU Diagnostic", "DCGM Diagnostic")
 STATUSES = ("pass", "fail", "warn", "skip", "not run")
+# Where dcgmi names the driver it found (at the root of the report, or in its metadata).
+DRIVER_KEY = "Driver Version Detected"
 # DCGM spells the same result several ways across versions (PASS, Pass, ...).
 _STATUS_ALIASES = {
     "pass": "pass", "passed": "pass",
@@ -212,12 +214,9 @@ def parse(text):
     metadata = _field(doc, "metadata", dict, []) or {}
     root_path = [root_key]
     out = {
-        "version": (_field(root, "version", str, root_path) or _field(metadata, "version", str, ["metadata"])
-                    or None),
-        "driver_version": (_field(root, "Driver Version Detected", str, root_path)
-                           or _field(metadata, "Driver Version Detected", str, ["metadata"])),
-        "runtime_error": (_field(root, "runtime_error", str, root_path) or _field(doc, "runtime_error", str, [])
-                          or None),
+        "version": _field(root, "version", str, root_path) or _field(metadata, "version", str, ["metadata"]) or None,
+        "driver_version": _field(root, DRIVER_KEY, str, root_path) or _field(metadata, DRIVER_KEY, str, ["metadata"]),
+        "runtime_error": _field(root, "runtime_error", str, root_path) or _field(doc, "runtime_error", str, []) or None,
         "results": [],
     }
     categories = root.get("test_categories")

@@ -517,8 +517,8 @@ class FakeAPIServer:
     def writes(self):
         return [r for r in self.requests if r[0] != "GET"]
 
-
     # --- custom resources: pruning, CRD updates, create and replace ---------
+
     def _crd_of(self, gv, plural):
         """The stored CRD that serves ``plural`` in ``gv``'s group; None for a built-in kind."""
         group = gv.rpartition("/")[0]

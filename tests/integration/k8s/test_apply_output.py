@@ -74,4 +74,9 @@ def test_a_layer_with_a_secret_shows_no_value_in_check_diff(tmp_path, installed_
                         args=["--check", "--diff"])
         assert SECRET_VALUE not in checked.output and "secret-value-93" not in checked.output
         assert TOKEN not in checked.output
+        # -v prints each task's result and each loop item whole: the layer's checks and its planned calls too.
+        verbose = apply(tmp_path, api, "verbose", [namespace, secret, cm("plain", a="1")], installed_collection,
+                        args=["--check", "--diff", "-v"])
+        assert SECRET_VALUE not in verbose.output and "secret-value-93" not in verbose.output
+        assert TOKEN not in verbose.output
         assert "--- before: Namespace %s (absent)" % NS in checked.output

@@ -233,7 +233,8 @@ def test_the_release_is_upgraded_and_the_object_keeps_the_new_field(upgraded):
     spec, api = upgraded["spec"], upgraded["api"]
     assert helm_chart(api, spec) == ("deployed", spec["new"])
     now = live(api, spec["object"])
-    assert at(now, spec["new_field"]) == at(spec["object"], spec["new_field"]) is not None
+    assert at(spec["object"], spec["new_field"]) is not None
+    assert at(now, spec["new_field"]) == at(spec["object"], spec["new_field"])
 
 
 def test_the_crds_are_the_new_charts_and_established(upgraded, shared_reference):

@@ -320,7 +320,7 @@ def test_a_resource_answers_the_verbs_its_discovery_names(api):
     assert call(api, "GET", "/api/v1/componentstatuses")[0] == 200
     assert call(api, "DELETE", "/api/v1/namespaces") == (405, METHOD_NOT_ALLOWED)
     assert call(api, "PATCH", "/api/v1/componentstatuses/etcd-0", {"apiVersion": "v1", "kind": "ComponentStatus",
-                                                                    "metadata": {"name": "etcd-0"}},
+                                                                   "metadata": {"name": "etcd-0"}},
                 fieldManager="m") == (405, METHOD_NOT_ALLOWED)
     # A listable kind still lists.
     assert call(api, "GET", "/api/v1/nodes")[1]["items"][0]["metadata"]["name"] == "gpu-a"

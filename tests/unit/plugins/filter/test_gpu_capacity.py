@@ -7,6 +7,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.filter import gpu_capacity as f
+from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity as capacity_model
 
 TESTS = Path(__file__).resolve().parents[3]
 # Recorded nvml_facts fixtures first, then the few layouts no recording has (MIG mixed).
@@ -551,9 +552,9 @@ def test_mig_strategies_are_the_cluster_policys_and_the_roles(shared_reference):
     """The GPU Operator's ClusterPolicy enum (none, single, mixed) is what the filter and gpu_operator accept."""
     crd = yaml.safe_load((shared_reference / "gpu-operator" / "crds" / "nvidia.com_clusterpolicies.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-    assert sorted(spec["mig"]["properties"]["strategy"]["enum"]) == sorted(f.MIG_STRATEGIES)
+    assert sorted(spec["mig"]["properties"]["strategy"]["enum"]) == sorted(capacity_model.MIG_STRATEGIES)
     role_vars = yaml.safe_load((TESTS.parent / "roles" / "gpu_operator" / "vars" / "main.yml").read_text())
-    assert sorted(role_vars["gpu_operator__mig_strategies"]) == sorted(f.MIG_STRATEGIES)
+    assert sorted(role_vars["gpu_operator__mig_strategies"]) == sorted(capacity_model.MIG_STRATEGIES)
 
 
 def test_a_default_sharing_config_must_be_one_of_the_configs():

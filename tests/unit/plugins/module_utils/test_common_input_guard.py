@@ -41,7 +41,7 @@ def test_a_document_over_the_depth_or_size_limit_is_refused_naming_it_and_the_li
 def test_value_depth_counts_without_recursion():
     deep = {}
     node = deep
-    for _ in range(20000):  # far past the recursion limit
+    for _level in range(20000):  # far past the recursion limit
         node["a"] = {}
         node = node["a"]
     assert guard.value_depth(deep, max_depth=100) == 101
@@ -92,6 +92,6 @@ def test_deep_toml_data_is_walked_only_when_its_text_could_be_that_deep():
         guard.check_toml_value_depth(tomllib.loads(deep_text), deep_text, 1, "/etc/x.toml", error=Refused)
     # A shallow text is not walked: data that does not match it is not looked at.
     fake = {"a": []}
-    for _ in range(100):
+    for _level in range(100):
         fake = {"a": [fake]}
     assert guard.check_toml_value_depth(fake, "a = 1\n", 0, "/etc/x.toml", error=Refused) is fake

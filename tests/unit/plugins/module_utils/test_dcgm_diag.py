@@ -258,7 +258,7 @@ def _doc(**test):
     base = {"name": "software", "results": [{"gpu_ids": "0", "status": "Pass"}]}
     base.update(test)
     return json.dumps({"DCGM GPU Diagnostic": {"version": "3.3.5",
-                                                "test_categories": [{"category": "Deployment", "tests": [base]}]}})
+                                               "test_categories": [{"category": "Deployment", "tests": [base]}]}})
 
 
 @pytest.mark.parametrize("text", [
@@ -268,7 +268,7 @@ def _doc(**test):
 ])
 def test_output_nested_thousands_deep_is_refused_before_json_reads_it(text):
     with pytest.raises(dcgm_diag.DcgmDiagError, match=r"^The dcgmi diag -j output nests arrays or objects [0-9]+ "
-                                                       r"levels deep, deeper than the 64 .*\(nesting limit\)"):
+                       r"levels deep, deeper than the 64 .*\(nesting limit\)"):
         dcgm_diag.parse(text)
 
 

@@ -7,7 +7,10 @@ in check mode and for real, and changes nothing.
 """
 import pytest
 
-from test_nvidia_container_runtime_hostile import CRI2, config, refused  # noqa: F401  (config is a fixture)
+import test_nvidia_container_runtime_hostile as hostile
+
+CRI2, refused = hostile.CRI2, hostile.refused
+config = hostile.config  # the module's config file (a fixture)
 
 pytestmark = pytest.mark.usefixtures("module_exits")
 

@@ -118,7 +118,8 @@ def test_driver_is_current(decision, installed, loaded, current):
 
 # --- every host, before anything runs ----------------------------------------------------
 
-def test_problems_are_grouped_over_hosts_and_name_the_file_that_sets_them(tmp_path):
+def test_problems_are_grouped_over_hosts_and_name_the_file_that_sets_them(tmp_path, monkeypatch):
+    monkeypatch.chdir("/")  # files are named relative to the current folder when under it: here, whole
     (tmp_path / "group_vars").mkdir()
     (tmp_path / "group_vars" / "h100.yml").write_text("nvidia_driver_version: 570.190\n")
     hosts = {}

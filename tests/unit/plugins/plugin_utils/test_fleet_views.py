@@ -88,7 +88,8 @@ def test_upgrade_yml_runs_exactly_the_waves_in_their_order(tmp_path, size, seria
             "max_fail_percentage": rollout["max_fail_percentage"]}
     hosts, steps, max_fail = _upgrade_play_keywords(fact)
     assert _ansible_batches(tmp_path, size, hosts, steps) == rollout["waves"] == fv.batches(names, serial, canary)
-    assert max_fail == 20 and rollout["waves"][0][0] == names[0]
+    # ansible-core 2.17 templates the keyword to text, 2.19+ to a number: the play takes either as a percentage.
+    assert int(max_fail) == 20 and rollout["waves"][0][0] == names[0]
 
 
 def test_upgrade_yml_without_decided_waves_runs_no_host(tmp_path):

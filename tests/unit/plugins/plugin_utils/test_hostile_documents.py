@@ -247,7 +247,8 @@ def test_an_old_plan_json_that_is_json_null_is_no_diff_with_a_problem(tmp_path):
 # Inventory variable files, read to name where a refused variable was set
 # ---------------------------------------------------------------------------
 
-def test_variable_sources_reads_no_file_outside_host_vars_and_skips_a_file_too_deep(tmp_path):
+def test_variable_sources_reads_no_file_outside_host_vars_and_skips_a_file_too_deep(tmp_path, monkeypatch):
+    monkeypatch.chdir("/")  # files are named relative to the current folder when under it: here, whole
     from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_sources as vs
 
     inventory = tmp_path / "inventory"
