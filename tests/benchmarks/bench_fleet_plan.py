@@ -17,6 +17,7 @@ temperature, so no two facts files are the same. Two figures per size:
 Target: 500 hosts under 10 s and 5000 under 60 s on 2 cores, growing linearly.
 """
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -27,8 +28,20 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import conftest  # noqa: E402  (collection on sys.path)
+
+def _tests_conftest():
+    """tests/conftest.py (it puts the collection on sys.path; FIXTURES, ROOT), by its path: a test that imports this
+    generator runs under pytest, where the module ``conftest`` may be another folder's."""
+    if "gpuops_tests_conftest" not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conftest.py")
+        spec = importlib.util.spec_from_file_location("gpuops_tests_conftest", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["gpuops_tests_conftest"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["gpuops_tests_conftest"]
+
+
+conftest = _tests_conftest()
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_views  # noqa: E402
 

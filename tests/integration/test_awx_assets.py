@@ -22,6 +22,8 @@ from awxkit.api.pages.page import get_registered_page
 from awxkit.api.resources import resources
 from awxkit.api.utils import remove_encrypted
 
+from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_waves
+
 import awx_support as awx
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan
 
@@ -268,11 +270,18 @@ def _specs(role):
 SURVEY_FOR_SPEC = {"str": {"text", "textarea", "multiplechoice", "password"}, "int": {"integer"}, "path": {"text"}}
 
 
+# The rollout variables that upgrade.yml's waves action reads from the hosts' variables (extra vars, so survey
+# answers, included), through plugin_utils/fleet_waves, rather than in a Jinja default: how each is read.
+WAVES_READ = {fleet_waves.SERIAL: "", fleet_waves.CANARY: " | bool", fleet_waves.MAX_FAIL: ""}
+
+
 def _playbook_variable(playbook, variable):
     """A documented playbook variable (meta/variables.yml) and how the playbook reads it."""
     documented = yaml.safe_load((ROOT / "meta" / "variables.yml").read_text())["variables"]
     text = (ROOT / playbook).read_text()
     uses = re.findall(r"%s \| default\(([^)]*)\)((?: \| \w+)?)" % re.escape(variable), text)
+    if "gpuops.platform.upgrade_waves:" in text and variable in WAVES_READ:
+        uses.append(("", WAVES_READ[variable]))
     return variable in documented, uses
 
 

@@ -341,7 +341,7 @@ def deployed_version(listed_chart, chart=""):
     listed_chart = listed_chart or ""
     if chart and listed_chart.startswith(chart + "-"):
         return listed_chart[len(chart) + 1:]
-    match = re.match(r"^.+?-(v?[0-9]+(\.[0-9]+)*([-+][0-9A-Za-z.+-]*)?)$", listed_chart)
+    match = re.match(r"^.+?-(v?[0-9]+(\.[0-9]+)*([-+][0-9A-Za-z.+-]*)?)\Z", listed_chart)
     return match.group(1) if match else ""
 
 
