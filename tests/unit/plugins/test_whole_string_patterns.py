@@ -5,7 +5,7 @@ or ``\\d`` (which takes any Unicode digit) is tried with a good value, the same
 value with a trailing newline, and with non-ASCII digits.
 """
 import pytest
-from ansible.errors import AnsibleActionFail, AnsibleFilterError
+from ansible.errors import AnsibleActionFail
 
 from ansible_collections.gpuops.platform.plugins.action import k8s_render
 from ansible_collections.gpuops.platform.plugins.filter import k8s_objects
