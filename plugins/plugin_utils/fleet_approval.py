@@ -97,8 +97,10 @@ def changes(plan, current):
 
 def load(path):
     """The approved plan.json: checked against its schema, of version 3 or later, and valid."""
+    # A path with a NUL byte (refused by the read) is named escaped: the byte itself would cut the message.
+    shown = path if "\x00" not in path else repr(path)
     try:
-        plan = fleet_schema.load(path, "the approved plan %s" % path)
+        plan = fleet_schema.load(path, "the approved plan %s" % shown)
     except fleet_schema.FleetPlanDataError as exc:
         raise ApprovalError(str(exc))
     if plan["version"] < 3:

@@ -154,3 +154,22 @@ def test_a_setting_that_refers_to_itself_still_digests():
     loop.append(loop)
     assert fa.settings_digests({"mig_config": {"x": loop}})["mig_config"] != fa.settings_digests({})["mig_config"]
     assert fa.digest({"a": 1, "b": [2]}) == fa.digest({"b": [2], "a": 1}) != fa.digest({"b": [2], "a": 2})
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[" * 5000 + "]" * 5000, "nested more than 64 levels deep"),
+    (json.dumps({"version": 3, "hosts": [1]}), "does not follow the plan.json schema"),
+    ('{"version": "\uff13"}', "has version '\uff13'"),
+])
+def test_a_hostile_approved_plan_is_refused_naming_it(tmp_path, text, says):
+    path = tmp_path / "approved.json"
+    path.write_text(text)
+    with pytest.raises(fa.ApprovalError) as err:
+        fa.load(str(path))
+    assert says in str(err.value) and str(path) in str(err.value)
+
+
+def test_an_approved_plan_path_with_a_nul_byte_is_refused_and_named_escaped():
+    with pytest.raises(fa.ApprovalError) as err:
+        fa.load("/srv/plans/a\x00b.json")
+    assert "\x00" not in str(err.value) and "'/srv/plans/a\\x00b.json'" in str(err.value)
