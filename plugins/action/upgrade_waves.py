@@ -57,7 +57,14 @@ def approved(args, names, inventory, hostvars, loader):
     waves = fleet_approval.waves(plan, set(names))
     return {"waves": waves, "max_fail_percentage": plan["waves"].get("max_fail_percentage", 0),
             "serial": plan["waves"]["serial"], "canary": plan["waves"]["canary"],
-            "left_out": [n for n in names if n not in plan["hosts"]]}
+            "left_out": [n for n in names if n not in plan["hosts"]],
+            "outside": fleet_approval.outside(plan, group)}
+
+
+def _some(names, shown=20):
+    """``a, b, c`` for at most ``shown`` names, then how many more (a slice of 20,000 hosts leaves out most)."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (" and %d more" % more if more > 0 else "")
 
 
 class ActionModule(ActionBase):
@@ -81,7 +88,7 @@ class ActionModule(ActionBase):
             else:
                 variables = read_variables(hostvars, names, self._loader)
                 rollout = fleet_waves.rollout([(n, variables[n]) for n in names])
-                rollout["left_out"] = []
+                rollout["left_out"] = rollout["outside"] = []
         except (fleet_approval.ApprovalError, fleet_waves.WavesError) as exc:
             raise AnsibleActionFail(to_text(exc)) from None
         waves = rollout["waves"]
@@ -91,6 +98,9 @@ class ActionModule(ActionBase):
                 args["approved_plan"], sum(len(w) for w in waves), len(waves)))
         if rollout["left_out"]:
             lines.append("not in the approved plan, left alone: %s" % ", ".join(rollout["left_out"]))
+        if rollout["outside"]:
+            lines.append("in the approved plan but not in this run's inventory (a job slice, or a host taken out), "
+                         "not run here: %s" % _some(rollout["outside"]))
         fact = {"hosts": [n for wave in waves for n in wave], "serial": [len(w) for w in waves],
                 "max_fail_percentage": rollout["max_fail_percentage"], "waves": waves,
                 "approved_plan": args["approved_plan"] or ""}

@@ -76,12 +76,16 @@ def record_inputs(plan, inputs):
 
 def changes(plan, current):
     """``{host: [what changed]}`` for the plan's hosts whose inputs differ from ``current``
-    (``{host: (facts digest, settings digests)}``); a host missing from ``current`` is reported too."""
+    (``{host: (facts digest, settings digests)}``).
+
+    A plan host missing from ``current`` is not a change: this run does not act on it (an AWX job slice or
+    ``--limit`` holds part of the fleet, or the host left the inventory), so what runs is still part of the
+    approved plan; ``outside`` names those hosts for the run's output.
+    """
     table = (plan.get("inputs") or {}).get("settings") or {}
     out = {}
     for name in plan.get("order") or sorted(plan["hosts"]):
         if name not in current:
-            out[name] = ["no longer in the inventory group"]
             continue
         recorded = plan["hosts"][name].get("inputs") or {}
         facts, per_setting = current[name]
@@ -93,6 +97,12 @@ def changes(plan, current):
         if what:
             out[name] = what
     return out
+
+
+def outside(plan, group):
+    """The plan's hosts that are not in this run's inventory ``group``, in the plan's order."""
+    present = set(group)
+    return [n for n in plan["order"] if n not in present]
 
 
 def load(path):

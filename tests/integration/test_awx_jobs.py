@@ -196,15 +196,44 @@ def test_slices_are_awxs_round_robin_of_the_hosts_by_name(jobs):
     assert sorted(h for hosts in ran for h in hosts if h != "localhost") == GPU_NODES
 
 
+def _run_once_tasks():
+    """The names of the run_once tasks of the playbooks and roles, blocks included."""
+    names = set()
+
+    def walk(tasks):
+        for task in tasks if isinstance(tasks, list) else []:
+            if isinstance(task, dict):
+                if task.get("run_once") and task.get("name"):
+                    names.add(task["name"])
+                for key in ("tasks", "block", "rescue", "always"):
+                    walk(task.get(key))
+
+    for path in list((awx.ROOT / "playbooks").rglob("*.yml")) + list((awx.ROOT / "roles").glob("*/tasks/*.yml")):
+        walk(yaml.safe_load(path.read_text()))
+    assert "Refuse driver settings that no plan can use" in names and "Refuse a stale approved plan, and take its hosts" in names
+    return names
+
+
 def test_union_of_the_slices_is_the_unsliced_run(jobs):
     """Every task of every node ends the same whether its node ran with the whole fleet
-    or with a third of it: no node play depends on another host of its slice."""
+    or with a third of it: no node play depends on another host of its slice. A
+    run_once task checks the job's whole inventory once: it speaks of the slice (how
+    many variables, which plan hosts it leaves to other slices) from whichever host
+    comes first, so it is compared as "each slice passed it"."""
     union = {}
+    once = _run_once_tasks()
+
+    def node_results(run):
+        results = awx.host_results(run[0])
+        passed = [r for rs in results.values() for r in rs if r[1] in once]
+        assert passed and all(r[2] in ("ok", "skipped") for r in passed), passed
+        return dict((host, [r for r in rs if r[1] not in once]) for host, rs in results.items())
+
     for number in (1, 2, 3):
-        for host, results in awx.host_results(jobs.runs["Apply nodes %d/3" % number][0]).items():
+        for host, results in node_results(jobs.runs["Apply nodes %d/3" % number]).items():
             assert host not in union or host == "localhost", "%s ran in two slices" % host
             union.setdefault(host, []).extend(results)
-    whole = awx.host_results(jobs.runs["Apply nodes unsliced"][0])
+    whole = node_results(jobs.runs["Apply nodes unsliced"])
     for host in GPU_NODES:
         assert union[host] == whole[host], host
     assert set(union) - {"localhost"} == set(whole) - {"localhost"} == set(GPU_NODES)
@@ -250,3 +279,19 @@ def test_the_nodes_after_the_plan_get_the_approved_plan(jobs, name):
     assert extra["gpuops_approved_plan"] == artifacts["gpuops_approved_plan"], name
     assert extra["gpuops_approved_plan_sha256"] == artifacts["gpuops_approved_plan_sha256"], name
     assert "gpuops_approved_plan" not in _extravars(jobs.runs["Record facts"])
+
+
+def test_each_slice_runs_its_part_of_the_approved_plan_and_names_the_rest(jobs):
+    """The workflow hands Plan fleet's plan.json to every slice of Apply nodes: a slice holds a
+    third of the plan's hosts, which is not a stale plan; it names the hosts left to the others."""
+    for number in (1, 2, 3):
+        result = jobs.runs["Apply nodes %d/3" % number][0]
+        shown = [e["event_data"]["res"]["msg"] for e in result.events if e["event"] == "runner_on_ok" and
+                 e["event_data"].get("task") == "Show the approved plan's hosts"]
+        # Once for the node play, once for the MIG play: the same plan, the same hosts.
+        assert len(shown) == 2 and shown[0] == shown[1], shown
+        mine = set(GPU_NODES[number - 1::3])
+        outside = [line for line in shown[0] if line.startswith("in the approved plan but not in this run's inventory")]
+        assert len(outside) == 1, shown[0]
+        named = set(outside[0].split("not run here: ")[1].split(", "))
+        assert named == set(GPU_NODES) - mine, (number, named)
