@@ -11,8 +11,9 @@ task result (-v, one JSON result per line), not from its report text:
 * health: health.yml's label (roles/gpu_health's gpu_health_plan) against plan.json;
 * MIG disruption: mig.yml (roles/mig's plan) against plan.json's drain and GPU reset.
 
-A version that is not an exact string is refused by the planner and by each playbook
-with the same line, naming the variable, its hosts and the file that sets it.
+Every playbook runs --check on the demo, and a version that is not an exact string is
+refused by the planner and by each playbook with the same line, naming the variable,
+its hosts and the file that sets it.
 """
 import json
 import os
@@ -112,14 +113,46 @@ INVENTORIES = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(INVENTORIES))
-def site(request, repo_root, tmp_path_factory):
+@pytest.fixture(scope="module")
+def sites(repo_root, tmp_path_factory):
+    """Each inventory's Site, made once: every test of the module reads the same runs."""
     installed = repo_root / "collections" / "ansible_collections" / "gpuops" / "platform"
     assert installed.is_dir(), "run scripts/bootstrap.sh first: ansible-playbook needs the installed collection"
-    tmp = tmp_path_factory.mktemp(request.param)
-    out = Site(repo_root, tmp, INVENTORIES[request.param](repo_root, tmp))
-    out.name = request.param
-    return out
+    made = {}
+
+    def get(name):
+        if name not in made:
+            tmp = tmp_path_factory.mktemp(name)
+            made[name] = Site(repo_root, tmp, INVENTORIES[name](repo_root, tmp))
+            made[name].name = name
+        return made[name]
+    return get
+
+
+@pytest.fixture(params=sorted(INVENTORIES))
+def site(request, sites):
+    return sites(request.param)
+
+
+# --- every playbook on the demo ---------------------------------------------------------------------
+
+def _playbooks(root):
+    return sorted(p.stem for p in (root / "playbooks").glob("*.yml"))
+
+
+def test_the_list_is_every_playbook(repo_root):
+    assert set(_playbooks(repo_root)) >= {"nodes", "mig", "upgrade", "health", "kubelet_tuning", "dcgm_diag", "cluster",
+                                          "plan_fleet", "record_facts", "site"}
+
+
+@pytest.mark.parametrize("playbook", _playbooks(__import__("pathlib").Path(__file__).resolve().parents[2]))
+def test_every_playbook_plans_the_demo_in_check_mode(sites, playbook):
+    """The demo's GPU nodes are this machine under other names, each pinned to a recorded fixture
+    (gpuops_nvml_replay_file): every playbook plans them from those facts through the one facts source
+    (gpuops.platform.recorded_facts), and nothing is read from this machine as if it were a node."""
+    rc, out = sites("demo").run(playbook)
+    assert rc == 0, "%s.yml --check failed:\n%s" % (playbook, out[-4000:])
+    assert "libnvidia-ml.so.1 not found" not in out and "no NVIDIA GPU facts" not in out
 
 
 def test_the_generated_fleet_mixes_pinned_and_branch_following_pools(repo_root, site):

@@ -2,9 +2,10 @@
 
 The charts are built in a temporary folder from the upstream reference data (shared/reference/<chart>/previous and
 current: Chart.yaml, values.yaml and the CRDs, where upstream keeps them - crds/ for gpu-operator and kuberay,
-templates for kueue and volcano); no other template, so helm installs and upgrades only what matters here. Per chart,
-once (module scope): the previous chart is installed by a first run, whose layer also applies objects that use fields
-only the new CRDs know (the server prunes them, as the real one does); a second run wants the current chart. The CRDs
+templates for kueue and volcano); no other template, so helm installs and upgrades only what matters here. Once
+(module scope), each chart in a layer of its own, all in one run: the previous charts are installed by a first run,
+whose layers also apply objects that use fields only the new CRDs know (the server prunes them, as the real one does);
+a second run wants the current charts. The CRDs
 of crds/ must then be applied server-side before the release is upgraded (Helm never updates them), the objects keep
 the new fields, and the summary names what changed: CRD fields, renamed values keys, changed defaults.
 
@@ -190,25 +191,37 @@ def helm_chart(api, spec):
     return data["info"]["status"], data["chart"]["metadata"]["version"]
 
 
-@pytest.fixture(scope="module", params=sorted(CHARTS))
-def upgraded(request, tmp_path_factory, shared_reference, installed_collection, helm_dir):
-    """One chart installed at its previous version, then upgraded to the current one: per chart, once."""
-    name = request.param
-    spec = CHARTS[name]
-    work = tmp_path_factory.mktemp("upgrade-%s" % name)
-    old = build_chart(work / "charts" / "old" / spec["chart"], shared_reference / name / "previous", spec, spec["old"])
-    new = build_chart(work / "charts" / "new" / spec["chart"], shared_reference / name, spec, spec["new"])
+@pytest.fixture(scope="module")
+def fleet_of_charts(tmp_path_factory, shared_reference, installed_collection, helm_dir):
+    """Every chart installed at its previous version, then upgraded to the current one, each in a layer of its own:
+    one API server and one run for all of them, as cluster.yml applies its layers together."""
+    work = tmp_path_factory.mktemp("upgrade")
+    built = {}
+    for name, spec in sorted(CHARTS.items()):
+        built[name] = (build_chart(work / "charts" / "old" / spec["chart"], shared_reference / name / "previous", spec,
+                                   spec["old"]),
+                       build_chart(work / "charts" / "new" / spec["chart"], shared_reference / name, spec, spec["new"]))
     with FakeAPIServer() as api:
-        api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec["namespace"]}})
+        for spec in CHARTS.values():
+            api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec["namespace"]}})
         run = Runner(work, api, installed_collection, helm_dir)
-        rc, first = run([layer(name, spec, old, spec["old"])], "install")
+        rc, first = run([layer(n, CHARTS[n], built[n][0], CHARTS[n]["old"]) for n in sorted(CHARTS)], "install")
         assert rc == 0, first[-6000:]
-        installed = copy.deepcopy(live(api, spec["object"]))
-        crds_before = dict((n, copy.deepcopy(api.get("CustomResourceDefinition", n))) for n in spec["wait_crds"])
-        rc, second = run([layer(name, spec, new, spec["new"])], "upgrade")
+        installed = dict((n, copy.deepcopy(live(api, CHARTS[n]["object"]))) for n in CHARTS)
+        crds_before = dict((c, copy.deepcopy(api.get("CustomResourceDefinition", c)))
+                           for spec in CHARTS.values() for c in spec["wait_crds"])
+        rc, second = run([layer(n, CHARTS[n], built[n][1], CHARTS[n]["new"]) for n in sorted(CHARTS)], "upgrade")
         assert rc == 0, second[-6000:]
-        yield {"name": name, "spec": spec, "api": api, "run": run, "first": first, "second": second,
-               "installed": installed, "crds_before": crds_before, "work": work, "old": old, "new": new}
+        yield {"api": api, "run": run, "first": first, "second": second, "installed": installed,
+               "crds_before": crds_before, "work": work, "built": built}
+
+
+@pytest.fixture(params=sorted(CHARTS))
+def upgraded(request, fleet_of_charts):
+    """One chart's part of the upgrade of them all."""
+    name = request.param
+    return dict(fleet_of_charts, name=name, spec=CHARTS[name], installed=fleet_of_charts["installed"][name],
+                old=fleet_of_charts["built"][name][0], new=fleet_of_charts["built"][name][1])
 
 
 def summary(output):
@@ -216,6 +229,14 @@ def summary(output):
     start = output.rfind("TASK [gpuops.platform.k8s_apply : Summarise the Kubernetes layer]")
     assert start >= 0, output[-3000:]
     return output[start:]
+
+
+def chart_summary(output, chart):
+    """The part of the summary about one chart's upgrade: from its "Chart upgrade:" to the next one."""
+    text = " ".join(summary(output).split())
+    parts = [p for p in text.split("Chart upgrade: ")[1:] if p.startswith(chart + " ")]
+    assert len(parts) == 1, (chart, text[:4000])
+    return "Chart upgrade: " + parts[0]
 
 
 def test_the_previous_chart_installs_and_the_new_field_is_pruned_by_the_old_crd(upgraded):
@@ -258,7 +279,8 @@ def test_crds_of_crds_dir_are_applied_server_side_before_the_upgrade_and_templat
         assert "gpuops-platform" in owners and any(f.startswith("spec.versions") for f in owners["gpuops-platform"])
         applies = [i for i, r in enumerate(api.requests) if r[0] == "PATCH" and r[1].endswith("/" + name)
                    and "apply-patch" in r[3]]
-        upgrade_secret = [i for i, r in enumerate(api.requests) if r[0] == "POST" and r[1].endswith("/secrets")]
+        upgrade_secret = [i for i, r in enumerate(api.requests) if r[0] == "POST"
+                          and r[1].endswith("/namespaces/%s/secrets" % spec["namespace"])]
         assert applies and len(upgrade_secret) == 2 and applies[-1] < upgrade_secret[-1]
     else:
         # Helm itself updates the CRDs its templates make; the role leaves them to it.
@@ -267,8 +289,8 @@ def test_crds_of_crds_dir_are_applied_server_side_before_the_upgrade_and_templat
 
 
 def test_the_summary_names_the_upgrade_its_crd_changes_and_values(upgraded):
-    text = " ".join(summary(upgraded["second"]).split())
     spec = upgraded["spec"]
+    text = chart_summary(upgraded["second"], spec["chart"])
     assert "Chart upgrade: %s (layer %s): chart %s -> %s" % (spec["chart"], upgraded["name"].replace("-", "_"),
                                                              spec["old"], spec["new"]) in text
     expected = {
@@ -294,13 +316,21 @@ def test_the_summary_names_the_upgrade_its_crd_changes_and_values(upgraded):
     if upgraded["name"] != "kuberay":
         assert "is set but the new chart no longer has it" not in text
     if upgraded["name"] == "kueue":
-        assert "CRD " not in text.split("Chart upgrade:")[1]
+        assert "CRD " not in text
 
 
-def test_a_second_run_plans_no_upgrade(upgraded):
-    spec, api = upgraded["spec"], upgraded["api"]
+@pytest.fixture(scope="module")
+def again(fleet_of_charts):
+    """A second run that wants the current charts, once: its output, and the objects it changed."""
+    api = fleet_of_charts["api"]
     before = copy.deepcopy(api.objects)
-    rc, output = upgraded["run"]([layer(upgraded["name"], spec, upgraded["new"], spec["new"])], "again")
+    layers = [layer(n, CHARTS[n], fleet_of_charts["built"][n][1], CHARTS[n]["new"]) for n in sorted(CHARTS)]
+    rc, output = fleet_of_charts["run"](layers, "again")
     assert rc == 0, output[-4000:]
+    return output, [k for k in api.objects if api.objects[k] != before.get(k)]
+
+
+def test_a_second_run_plans_no_upgrade_and_changes_nothing(again):
+    output, changed = again
     assert "Chart upgrade" not in summary(output)
-    assert [k for k in api.objects if api.objects[k] != before.get(k)] == []
+    assert changed == []
