@@ -64,6 +64,7 @@ check_helm_values(values, chart_values, free_form=()) -> list of unknown key pat
 """
 import contextlib
 import copy
+import functools
 import json
 import os
 import re
@@ -75,6 +76,7 @@ from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
+import kubernetes_validate.utils
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
@@ -285,6 +287,11 @@ def _describe(obj):
     return "%s %s%s" % (obj.get("kind"), ns + "/" if ns else "", meta.get("name"))
 
 
+# kubernetes_validate reads and parses its schema files, the definitions of every kind
+# included (megabytes of JSON), on each call: read each once. The schemas are only read.
+kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents)
+
+
 def validate_builtin(obj, version=DEFAULT_K8S_VERSION):
     try:
         kubernetes_validate.validate(copy.deepcopy(obj), version, strict=True)
@@ -303,7 +310,8 @@ def _crds(reference_dir):
     if key not in _CRD_CACHE:
         index = {}
         for path in sorted(Path(reference_dir).glob("*/crds/*.yaml")):
-            for doc in yaml.safe_load_all(path.read_text()):
+            # libyaml's loader where PyYAML has it: the reference CRDs are megabytes of YAML.
+            for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
                 if not doc or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 spec = doc["spec"]
@@ -350,20 +358,27 @@ def _to_jsonschema(schema):
     return out
 
 
-def validate_custom(obj, reference_dir):
-    group, dummy, version = obj["apiVersion"].rpartition("/")
-    found = _crds(reference_dir).get((group, obj["kind"], version))
-    if not found:
-        raise AssertionError("no CRD in %s serves %s/%s (%s)" % (reference_dir, obj["apiVersion"], obj["kind"], _describe(obj)))
-    schema, scope, path = found
-    schema = _to_jsonschema(schema)
+@functools.lru_cache(maxsize=None)
+def _crd_validator(reference_dir, group, kind, version):
+    """The JSON Schema validator of one served CRD version, made once (its schema converted, metadata checked)."""
+    schema = _to_jsonschema(_crds(reference_dir)[(group, kind, version)][0])
     props = schema.setdefault("properties", {})
     # The API server checks metadata itself; the CRD schema leaves it open.
     props["metadata"] = {"type": "object", "required": ["name"], "properties": {
         "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253},
         "namespace": {"type": "string"}, "labels": {"type": "object", "additionalProperties": {"type": "string"}},
         "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}, "additionalProperties": False}
-    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(obj), key=lambda e: list(e.path))
+    return jsonschema.Draft7Validator(schema)
+
+
+def validate_custom(obj, reference_dir):
+    group, dummy, version = obj["apiVersion"].rpartition("/")
+    found = _crds(reference_dir).get((group, obj["kind"], version))
+    if not found:
+        raise AssertionError("no CRD in %s serves %s/%s (%s)" % (reference_dir, obj["apiVersion"], obj["kind"], _describe(obj)))
+    dummy, scope, path = found
+    errors = sorted(_crd_validator(str(reference_dir), group, obj["kind"], version).iter_errors(obj),
+                    key=lambda e: list(e.path))
     if errors:
         raise AssertionError("%s does not match the CRD in %s:\n%s" % (
             _describe(obj), path, "\n".join("  %s: %s" % ("/".join(str(p) for p in e.path), e.message) for e in errors[:10])))
