@@ -149,15 +149,19 @@ def test_change_runs_drain_stop_apply_start_verify_label_uncordon(site):
 
 def test_check_mode_plans_and_changes_nothing(site):
     site.node("gpu1", nvml_nodes.h200_mig())
+    site.node("gpu2", nvml_nodes.h200_mig())
     # a plan-only inventory refuses to run without --check
     proc, events = site.play("inference", extra=["-e", "gpuops_nodes_plan_only=true"])
     assert proc.returncode != 0 and "This inventory is plan-only" in " ".join(proc.stdout.split())
     assert effects(events) == []
     proc, events = site.play("inference", extra=["--check", "-e", "gpuops_nodes_plan_only=true"])
     assert proc.returncode == 0, proc.stdout
-    assert effects(events) == ["nvml_facts"]
+    assert effects(events) == ["nvml_facts", "nvml_facts"]
     assert "1g.18gb@3, 3g.71gb@4" in " ".join(proc.stdout.split())    # the plan is shown
     assert len(site.model("gpu1").gpus[0].mig.gpu_instances) == 7
+    # A plan drains nothing: both nodes in one batch (a change takes one node at a time, as below).
+    batches = proc.stdout.split("PLAY [Partition the GPUs with MIG]")[1:]
+    assert len(batches) == 1 and all("[gpu%d]" % n in batches[0] for n in (1, 2)), proc.stdout[-3000:]
 
 
 def test_stopped_clients_let_the_reset_through(site):
