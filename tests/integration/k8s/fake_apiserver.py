@@ -584,7 +584,14 @@ class FakeAPIServer:
         return self._rv
 
     def _resources(self, gv):
-        return list(RESOURCES.get(gv, [])) + list(self.served.get(gv, []))
+        """The kinds served at ``gv``. A kind of the static table (a CRD taken as installed beforehand) whose CRD is
+        Established here is served as that CRD says, as a real server has no other source: listed once, and only
+        at the versions the CRD serves now."""
+        group = gv.rpartition("/")[0]
+        defined = set((o.get("spec") or {}).get("names", {}).get("plural") for k, o in self.objects.items()
+                      if k[1] == "customresourcedefinitions" and k[3] not in self._crds
+                      and (o.get("spec") or {}).get("group") == group)
+        return [e for e in RESOURCES.get(gv, []) if e[0] not in defined] + list(self.served.get(gv, []))
 
     def _settle(self):
         """CRDs whose time has come become Established and their kind served."""
@@ -632,7 +639,7 @@ class FakeAPIServer:
         raise KeyError(obj["kind"])
 
     def _group_versions(self):
-        return sorted(set(RESOURCES) | set(self.served))
+        return sorted(gv for gv in set(RESOURCES) | set(self.served) if self._resources(gv))
 
     def _preferred(self, group):
         """A group's preferred version: the highest by Kubernetes version priority."""

@@ -334,3 +334,31 @@ def test_a_second_run_plans_no_upgrade_and_changes_nothing(again):
     output, changed = again
     assert "Chart upgrade" not in summary(output)
     assert changed == []
+
+
+def test_a_downgrade_that_stops_serving_a_stored_version_is_refused_before_any_change(
+        fleet_of_charts, again, shared_reference, tmp_path):
+    """Back to a Kueue chart whose ClusterQueue CRD serves v1beta1 alone, while the cluster lists v1beta2 in
+    status.storedVersions and team-a exists: the run stops before any change, naming the CRD, the version and the
+    object, and the release stays at the current chart."""
+    api, built = fleet_of_charts["api"], fleet_of_charts["built"]
+    older = tmp_path / "kueue-older"
+    (older / "chart").mkdir(parents=True)
+    for name in ("Chart.yaml", "values.yaml"):
+        shutil.copy(str(shared_reference / "kueue" / "chart" / name), str(older / "chart" / name))
+    shutil.copytree(str(shared_reference / "kueue" / "crds"), str(older / "crds"))
+    crd_file = older / "crds" / "kueue.x-k8s.io_clusterqueues.yaml"
+    crd = yaml.load(crd_file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    crd["spec"]["versions"] = [dict(v, storage=True) for v in crd["spec"]["versions"] if v["name"] == "v1beta1"]
+    crd_file.write_text(yaml.safe_dump(crd))
+    chart = build_chart(tmp_path / "charts" / "kueue", older, CHARTS["kueue"], "0.8.4")
+    layers = [layer(n, CHARTS[n], built[n][1], CHARTS[n]["new"]) if n != "kueue" else layer(n, CHARTS[n], chart, "0.8.4")
+              for n in sorted(CHARTS)]
+    before = copy.deepcopy(api.objects)
+    rc, output = fleet_of_charts["run"](layers, "downgrade")
+    assert rc != 0, output[-4000:]
+    text = " ".join(output.split())
+    assert ("CRD clusterqueues.kueue.x-k8s.io: the new chart no longer serves v1beta2, which status.storedVersions "
+            "lists (v1beta2), and 1 ClusterQueue object may be stored in it: team-a.") in text, output[-4000:]
+    assert [k for k in set(api.objects) | set(before) if api.objects.get(k) != before.get(k)] == []
+    assert helm_chart(api, CHARTS["kueue"]) == ("deployed", CHARTS["kueue"]["new"])

@@ -135,6 +135,31 @@ def test_a_crds_kind_is_served_only_once_established(api):
     assert call(api, "GET", "/apis/example.com/v1")[1]["resources"][0]["kind"] == "Queue"
 
 
+def test_a_kind_taken_as_installed_is_served_as_its_crd_says_once_one_is_established(api):
+    """kueue's ClusterQueue is in the static table (v1beta1 and v1beta2). Once its own CRD is Established it is listed
+    once (a kind listed twice makes clients refuse it as not unique), and at the versions that CRD serves."""
+    api.crd_delay = 0
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "clusterqueues.kueue.x-k8s.io"},
+           "spec": {"group": "kueue.x-k8s.io", "scope": "Cluster",
+                    "names": {"plural": "clusterqueues", "kind": "ClusterQueue"},
+                    "versions": [{"name": "v1beta1", "served": True, "storage": False},
+                                 {"name": "v1beta2", "served": True, "storage": True}]}}
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterqueues.kueue.x-k8s.io"
+
+    def kinds(version):
+        return [r["name"] for r in call(api, "GET", "/apis/kueue.x-k8s.io/" + version)[1]["resources"]]
+
+    assert kinds("v1beta2") == ["localqueues", "clusterqueues"]
+    assert call(api, "PATCH", path, crd, fieldManager="gpuops-platform")[0] == 201
+    time.sleep(0.1)
+    call(api, "GET", path)
+    assert sorted(kinds("v1beta2")) == ["clusterqueues", "localqueues"]
+    crd["spec"]["versions"] = [{"name": "v1beta2", "served": True, "storage": True}]
+    assert call(api, "PATCH", path, crd, fieldManager="gpuops-platform")[0] == 200
+    assert kinds("v1beta1") == ["localqueues"] and sorted(kinds("v1beta2")) == ["clusterqueues", "localqueues"]
+
+
 def test_missing_namespace_and_unknown_kind_are_404(api):
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "nowhere"}}
     code, body = call(api, "PATCH", "/api/v1/namespaces/nowhere/configmaps/c", cm, fieldManager="m")
