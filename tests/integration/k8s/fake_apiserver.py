@@ -588,9 +588,8 @@ class FakeAPIServer:
         Established here is served as that CRD says, as a real server has no other source: listed once, and only
         at the versions the CRD serves now."""
         group = gv.rpartition("/")[0]
-        defined = set((o.get("spec") or {}).get("names", {}).get("plural") for k, o in self.objects.items()
-                      if k[1] == "customresourcedefinitions" and k[3] not in self._crds
-                      and (o.get("spec") or {}).get("group") == group)
+        defined = set(e[0] for served, entries in self.served.items() if served.rpartition("/")[0] == group
+                      for e in entries)
         return [e for e in RESOURCES.get(gv, []) if e[0] not in defined] + list(self.served.get(gv, []))
 
     def _settle(self):
