@@ -11,7 +11,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
 from ansible_collections.gpuops.platform.plugins.plugin_utils.gpu_capacity import (
-    gpu_allocatable_diff, gpu_capacity, gpu_dra_driver_check, gpu_product_label, gpu_quota_check,
+    gpu_allocatable_diff, gpu_capacity, gpu_dra_driver_check, gpu_nodes_allocatable, gpu_product_label, gpu_quota_check,
     gpu_sharing_configs, gpu_tenant_quota, gpu_tenants_plan, gpu_tolerations)
 
 FilterModule = filter_module(
@@ -22,6 +22,7 @@ FilterModule = filter_module(
     gpu_tolerations,
     gpu_tenant_quota,
     gpu_allocatable_diff,
+    gpu_nodes_allocatable,
     gpu_tenants_plan,
     gpu_dra_driver_check,
 )

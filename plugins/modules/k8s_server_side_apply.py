@@ -84,6 +84,46 @@ options:
     description: Seconds between two reads of an object that is not ready yet.
     type: int
     default: 5
+  applysets:
+    description:
+      - ApplySets (KEP-3659) to reconcile in the same run, as C(gpuops.platform.k8s_applyset) does with its C(sets)
+        option. As with C(kubectl apply --server-side --applyset --prune), the objects are applied, then each set's
+        members that its plan no longer has are pruned and its parent Secret records its group-kinds.
+      - The members are listed before the first apply. An object found among them at the apiVersion it is applied
+        at takes its state before from that list, with no C(GET) of its own, so a run that applies what it applied
+        before reads nothing per object. A group-kind not served at that time (a CRD of O(groups)) is listed after
+        the apply.
+      - Give it on the last task that applies the sets' objects, since what is applied after it is not seen.
+    type: dict
+    suboptions:
+      namespace:
+        description: Namespace of the parent Secrets; created when missing.
+        type: str
+        required: true
+      sets:
+        description: The ApplySets, each its parent C(name) and its planned C(objects) (only C(apiVersion), C(kind)
+          and C(metadata.name)/C(namespace) are read); reconciled in this order.
+        type: list
+        elements: dict
+        required: true
+        suboptions:
+          name:
+            description: Name of the parent Secret.
+            type: str
+            required: true
+          objects:
+            description: The set's planned objects.
+            type: list
+            elements: dict
+            default: []
+      prune:
+        description: Delete members that the plan no longer has. With V(false) they are listed and kept in the set.
+        type: bool
+        default: true
+      prune_namespaces_with_foreign_objects:
+        description: Delete a pruned namespace even when it holds objects the collection did not create.
+        type: bool
+        default: false
 extends_documentation_fragment:
   - gpuops.platform.attributes
   - gpuops.platform.attributes.node
@@ -178,6 +218,13 @@ diff:
       after: {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: b}, data: {x: "2"}}
       before_header: ConfigMap b/a
       after_header: ConfigMap b/a
+applysets:
+  description: With O(applysets), what C(gpuops.platform.k8s_applyset) returns with its C(sets) option (C(changed),
+    C(sets), C(pruned), C(kept), C(finalizing)).
+  returned: with O(applysets)
+  type: dict
+  sample: {"changed": false, "sets": [{"name": "gpuops-gpu-tenants", "changed": false, "pruned": [], "kept": []}],
+           "pruned": [], "kept": [], "finalizing": []}
 warnings:
   description: Warnings the API server sent (C(Warning) headers), each once.
   returned: when the server sent any
@@ -192,7 +239,8 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import ssa
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, reconcile, ssa
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError
@@ -240,6 +288,15 @@ def main():
         api_table=dict(type="list", elements="dict", default=[]),
         wait_timeout=dict(type="int", default=300),
         wait_sleep=dict(type="int", default=5),
+        applysets=dict(type="dict", options=dict(
+            namespace=dict(type="str", required=True),
+            sets=dict(type="list", elements="dict", required=True, options=dict(
+                name=dict(type="str", required=True),
+                objects=dict(type="list", elements="dict", default=[]),
+            )),
+            prune=dict(type="bool", default=True),
+            prune_namespaces_with_foreign_objects=dict(type="bool", default=False),
+        )),
     )
     argument_spec.update(AUTH_ARG_SPEC)
     module = AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
@@ -248,14 +305,30 @@ def main():
     if not module._module.no_log and any(g["no_log"] for g in params["groups"]):
         module.fail_json(msg="groups: a group with no_log: true holds secrets; apply it in a task with no_log: true, "
                              "so that its objects reach no output")
+    sets = params["applysets"]
+    pruning = {}
     try:
-        request = transport(get_api_client(module).client)
+        client = get_api_client(module)
+        request = transport(client.client)
+        known = prepared = api = None
+        if sets:
+            api = Api(client, discovery.check_table(params["api_table"]))
+            prepared = reconcile.prepare(api, reconcile.sets_of(sets), sets["namespace"])
+            known = reconcile.before_states(prepared[1])
         applier = ssa.Applier(request, ssa.Resources(request, params["api_table"]), params["field_manager"],
                               dry_run=module.check_mode, diff=module._diff, wait_timeout=params["wait_timeout"],
-                              wait_sleep=params["wait_sleep"])
+                              wait_sleep=params["wait_sleep"], known=known)
         changed, results = applier.apply_groups(params["groups"])
+        if sets:
+            prepared = reconcile.after_apply(api, prepared, [r["result"] for r in results])
+            pruning = reconcile.summary(reconcile.finish(
+                api, prepared, prune=sets["prune"], field_manager=params["field_manager"], check_mode=module.check_mode,
+                prune_namespaces_with_foreign_objects=sets["prune_namespaces_with_foreign_objects"]), False)
+            changed = changed or pruning["changed"]
     except ssa.ApplyError as exc:
         module.fail_json(msg=exc.msg, result={"results": exc.results})
+    except (reconcile.ApplySetError, discovery.DiscoveryError) as exc:
+        module.fail_json(msg=str(exc), result={"results": results})
     except CoreException as exc:
         module.fail_from_exception(exc)
     except Exception as exc:  # the API client raises many types (connection, TLS); all mean the same to the user
@@ -264,6 +337,8 @@ def main():
     for warning in applier.warnings:
         module.warn(warning)
     extra = {"diff": applier.diffs} if module._diff else {}
+    if sets:
+        extra["applysets"] = pruning
     module.exit_json(changed=changed, result={"results": results}, **extra)
 
 

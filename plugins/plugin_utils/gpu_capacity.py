@@ -526,6 +526,22 @@ def _quantity(value):
         return -1
 
 
+def gpu_nodes_allocatable(k8s_nodes):
+    """Of whole Node objects (a server-side apply's answers, a k8s_info list), what gpu_allocatable_diff reads:
+    each one's name and allocatable. Anything that is not a named Node object is left out."""
+    out = []
+    for node in k8s_nodes or []:
+        if not isinstance(node, Mapping) or node.get("kind", "Node") != "Node":
+            continue
+        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        if not meta.get("name"):
+            continue
+        status = node.get("status") if isinstance(node.get("status"), Mapping) else {}
+        allocatable = status.get("allocatable") if isinstance(status.get("allocatable"), Mapping) else {}
+        out.append({"metadata": {"name": to_text(meta.get("name"))}, "status": {"allocatable": dict(allocatable)}})
+    return out
+
+
 def gpu_allocatable_diff(k8s_nodes, capacity):
     """Differences between each GPU node's allocatable (Node objects from k8s_info) and the capacity plan.
 

@@ -61,6 +61,11 @@ class Api(object):
             found = discovery.find(self.table, group, kind, version)
         return found
 
+    def allow_refresh(self):
+        """Let the next kind missing from the table read it again (once more): after objects were applied in the
+        same run, a CRD among them may serve a kind the table read before lacks."""
+        self._fresh = False
+
     def _request(self, method, path, **params):
         return self._client.request(method, path, serializer=_raw, **params)
 

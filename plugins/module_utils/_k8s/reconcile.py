@@ -86,7 +86,8 @@ def _plan(entry, parent, set_id, namespace):
                             "gpuops_k8s_applyset_namespace." % (namespace, entry["name"], tooling))
     planned = [o for o in entry.get("objects") or [] if aset.is_member(o)]
     recorded = aset.parse_group_kinds((meta.get("annotations") or {}).get(aset.GROUP_KINDS_ANNOTATION))
-    return {"name": entry["name"], "id": set_id, "planned": planned, "meta": meta, "tooling": tooling, "recorded": recorded}
+    return {"name": entry["name"], "id": set_id, "namespace": namespace, "planned": planned, "meta": meta,
+            "tooling": tooling, "recorded": recorded}
 
 
 def _members(api, plans):
@@ -147,15 +148,70 @@ def _write_parent(api, plan, group_kinds, namespace, options, state):
     }, options["field_manager"], force_conflicts=True)
 
 
-def reconcile(api, sets, namespace, prune=True, prune_namespaces_with_foreign_objects=False,
-              field_manager="gpuops-platform", check_mode=False):
-    """Prune each set's stale members and record its group-kinds; one result per set, in order."""
-    options = {"prune": prune, "prune_namespaces_with_foreign_objects": prune_namespaces_with_foreign_objects,
-               "field_manager": field_manager, "check_mode": check_mode}
+def prepare(api, sets, namespace):
+    """What a reconcile reads before it changes anything: each set's plan, and its members on the cluster.
+
+    ``(plans, found, unlisted)``. Listed before the objects are applied, the members are also the state before
+    of the objects that are applied again (before_states), so that those need no read of their own; listed
+    after, they are what reconcile prunes.
+    """
     parents = _parents(api, namespace)
     plans = [_plan(entry, parents.get(entry["name"]), aset.applyset_id(entry["name"], namespace), namespace)
              for entry in sets]
     found, unlisted = _members(api, plans)
+    return plans, found, unlisted
+
+
+def before_states(found):
+    """``{(apiVersion, kind, namespace, name): object}`` of every member listed, as ssa.Applier takes it."""
+    out = {}
+    for members in found.values():
+        for obj in members:
+            meta = obj.get("metadata") or {}
+            out[(obj.get("apiVersion"), obj.get("kind"), meta.get("namespace") or "", meta.get("name"))] = obj
+    return out
+
+
+def after_apply(api, prepared, applied):
+    """prepare's answer as it stands once the objects are applied (``applied``: the objects as the server answered
+    the applies, dry runs included): an object applied in this run is taken as answered, so one that moved to
+    another layer's set (its part-of label changed) is no longer a member of the one it left. The group-kinds that
+    were not served before (a CRD applied in the same run) are looked up again, with one more read of the served
+    API table, and listed where they are served now."""
+    plans, found, unlisted = prepared
+    ids = set(p["id"] for p in plans)
+    answers = dict((aset.identity(o), o) for o in applied or [] if isinstance(o, dict) and o.get("kind"))
+    moved = {}
+    for set_id, members in found.items():
+        for obj in members:
+            if aset.identity(obj) not in answers:
+                moved.setdefault(set_id, []).append(obj)
+    for obj in answers.values():
+        set_id = ((obj.get("metadata") or {}).get("labels") or {}).get(aset.PART_OF_LABEL)
+        if set_id in ids:
+            moved.setdefault(set_id, []).append(obj)
+    still = set()
+    if unlisted:
+        api.allow_refresh()
+        for group_kind in sorted(unlisted):
+            wanted = sorted(p["id"] for p in plans if group_kind in p["recorded"] or group_kind in aset.group_kinds(p["planned"]))
+            items = _list_members(api, group_kind, wanted) if wanted else None
+            if items is None:
+                still.add(group_kind)
+                continue
+            for obj in items:
+                if aset.identity(obj) not in answers:
+                    moved.setdefault(((obj.get("metadata") or {}).get("labels") or {}).get(aset.PART_OF_LABEL), []).append(obj)
+    return plans, moved, still
+
+
+def finish(api, prepared, prune=True, prune_namespaces_with_foreign_objects=False, field_manager="gpuops-platform",
+           check_mode=False):
+    """Prune each set's stale members (of ``prepared``, prepare's answer) and record its group-kinds; one result
+    per set, in order."""
+    options = {"prune": prune, "prune_namespaces_with_foreign_objects": prune_namespaces_with_foreign_objects,
+               "field_manager": field_manager, "check_mode": check_mode}
+    plans, found, unlisted = prepared
     results, state = [], {}
     for plan in plans:
         members = found.get(plan["id"], [])
@@ -169,12 +225,18 @@ def reconcile(api, sets, namespace, prune=True, prune_namespaces_with_foreign_ob
         parent_changed = (plan["meta"].get("labels") or {}).get(aset.ID_LABEL) != plan["id"] \
             or plan["tooling"] != aset.TOOLING or plan["recorded"] != group_kinds
         if parent_changed and not check_mode:
-            _write_parent(api, plan, group_kinds, namespace, options, state)
+            _write_parent(api, plan, group_kinds, plan["namespace"], options, state)
         results.append({"name": plan["name"], "id": plan["id"], "changed": bool(pruned) or parent_changed,
                         "pruned": pruned, "kept": kept, "finalizing": finalizing, "group_kinds": group_kinds,
                         "unlisted_group_kinds": sorted(gk for gk in unlisted
                                                        if gk in plan["recorded"] or gk in aset.group_kinds(plan["planned"]))})
     return results
+
+
+def reconcile(api, sets, namespace, **options):
+    """Prune each set's stale members and record its group-kinds (prepare, then finish); one result per set, in
+    order. ``options``: finish's."""
+    return finish(api, prepare(api, sets, namespace), **options)
 
 
 def summary(results, single):

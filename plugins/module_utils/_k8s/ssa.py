@@ -279,12 +279,16 @@ class Applier(object):
     """Applies definitions one by one: a GET of the state before, then the apply PATCH.
 
     ``ready(obj)`` says whether an object that a group waits for is ready;
-    ``sleep`` is time.sleep (tests replace it).
+    ``sleep`` is time.sleep (tests replace it). ``known`` holds states before that were read already, by
+    ``(apiVersion, kind, namespace or "", name)`` (the members of an ApplySet, listed before the apply): an object
+    found there at the apiVersion it is applied at is not read again. Each serves once, so an object applied
+    twice in one run is read before its second apply.
     """
 
     def __init__(self, request, resources, field_manager, dry_run=False, diff=False, wait_timeout=300, wait_sleep=5,
-                 ready=ready, sleep=time.sleep, clock=time.monotonic):
+                 ready=ready, sleep=time.sleep, clock=time.monotonic, known=None):
         self._request = request
+        self._known = dict(known or {})
         self.resources = resources
         self.field_manager = field_manager
         self.dry_run = dry_run
@@ -335,7 +339,9 @@ class Applier(object):
         entry = self.resources.find(obj["apiVersion"], obj["kind"])
         self._warn(self.resources.warnings)
         path = object_path(entry, obj)
-        before = self._before(obj, path)
+        meta = obj.get("metadata") or {}
+        key = (obj["apiVersion"], obj["kind"], (meta.get("namespace") or "") if entry["namespaced"] else "", meta.get("name"))
+        before = self._known.pop(key) if key in self._known else self._before(obj, path)
         query = [("fieldManager", self.field_manager)]
         if force:
             query.append(("force", "true"))

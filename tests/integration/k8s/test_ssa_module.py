@@ -17,6 +17,7 @@ from ansible.module_utils import basic
 from fake_apiserver import FakeAPIServer
 from support.module_args import ExitJson, FailJson, module_exits, patch_module_args
 
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
 from ansible_collections.gpuops.platform.plugins.modules import k8s_server_side_apply
 
 pytestmark = pytest.mark.slow
@@ -163,3 +164,107 @@ def test_a_hidden_group_is_refused_outside_a_no_log_task_before_any_call():
         assert [p for m, p, q, c in api.requests if "configmaps" in p] == []
         hidden = run(api, _ansible_no_log=True, groups=groups()[:1] + [{"objects": objects()[:1], "no_log": True}])
         assert hidden["changed"] is True
+
+
+SET_NAMESPACE, SET_NAME = "gpuops-system", "gpuops-team-a"
+
+
+def labelled(obj):
+    set_id = aset.applyset_id(SET_NAME, SET_NAMESPACE)
+    meta = dict(obj["metadata"], labels=dict(obj["metadata"].get("labels") or {}, **{aset.PART_OF_LABEL: set_id}))
+    return dict(obj, metadata=meta)
+
+
+def applied_with_prune(api, dropped=(), **kw):
+    """groups() with every object a member of one ApplySet, less the ``dropped`` names, pruned in the same call."""
+    planned = [[labelled(o) for o in g["objects"] if o["metadata"]["name"] not in dropped] for g in groups()]
+    applysets = {"namespace": SET_NAMESPACE, "sets": [{"name": SET_NAME, "objects": [o for g in planned for o in g]}]}
+    return run(api, groups=[dict(g, objects=o) for g, o in zip(groups(), planned)], applysets=applysets, **kw)
+
+
+def test_with_applysets_a_no_op_reads_no_object_and_what_the_plan_drops_is_pruned_after_every_apply():
+    # kubectl apply --server-side --applyset --prune (KEP-3659): the members are listed once, by the part-of
+    # label; here that list is also each object's state before, so a no-op is one PATCH per object.
+    with FakeAPIServer() as api:
+        api.crd_delay = 1.0
+        first = applied_with_prune(api)
+        assert first.get("failed") is None and first["changed"] is True, first
+        pruning = first["applysets"]["sets"][0]
+        # The CRD's kind was not served when the members were listed: it is listed after the apply.
+        assert "Widget.example.com" in pruning["group_kinds"] and pruning["unlisted_group_kinds"] == []
+        assert api.get("Secret", SET_NAME, SET_NAMESPACE) is not None
+        versions = dict((k, o["metadata"]["resourceVersion"]) for k, o in api.objects.items())
+        start = len(api.requests)
+
+        again = applied_with_prune(api)
+        assert again["changed"] is False and again["applysets"]["changed"] is False, again
+        assert dict((k, o["metadata"]["resourceVersion"]) for k, o in api.objects.items()) == versions
+        calls = object_calls(api, start)
+        objects_read = [p for m, p, q in calls if m == "GET" and not q.get("labelSelector")
+                        and p.rsplit("/", 1)[-1] in ("team-a", "plan", "gpuops-tenant", "default", "w", CRD["metadata"]["name"])]
+        assert objects_read == [], calls
+        assert sorted(p for m, p, q in calls if m == "PATCH") == sorted(set(p for m, p, q in calls if m == "PATCH"))
+        assert len([m for m, p, q in calls if m == "PATCH"]) == 6
+        # One list of the parents, one per group-kind of the set (Namespace, CRD, ConfigMap, ResourceQuota,
+        # LocalQueue, Widget).
+        assert len([m for m, p, q in calls if m == "GET" and q.get("labelSelector")]) == 1 + 6, calls
+
+        start = len(api.requests)
+        dropped = applied_with_prune(api, dropped=("plan",))
+        assert dropped["changed"] is True and dropped["applysets"]["pruned"] == ["ConfigMap team-a/plan"], dropped
+        assert api.get("ConfigMap", "plan", "team-a") is None
+        methods = [m for m, p, q in object_calls(api, start) if m in ("PATCH", "DELETE")]
+        # The five objects, then the prune, then the parent, which no longer records ConfigMap.
+        assert methods == ["PATCH"] * 5 + ["DELETE", "PATCH"], methods
+        assert "ConfigMap" not in api.get("Secret", SET_NAME, SET_NAMESPACE)["metadata"]["annotations"][
+            aset.GROUP_KINDS_ANNOTATION].split(",")
+
+
+def test_with_applysets_check_mode_lists_what_it_would_prune_and_writes_nothing():
+    with FakeAPIServer() as api:
+        applied_with_prune(api)
+        before = dict((k, dict(o)) for k, o in api.objects.items())
+        checked = applied_with_prune(api, dropped=("plan",), check_mode=True)
+        assert checked["applysets"]["pruned"] == ["ConfigMap team-a/plan"], checked
+        assert api.objects == before
+        assert not [r for r in api.requests if r[0] == "DELETE"]
+
+
+def test_with_applysets_a_parent_of_another_tool_is_refused_before_any_apply():
+    with FakeAPIServer() as api:
+        api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SET_NAMESPACE}})
+        api.add({"apiVersion": "v1", "kind": "Secret", "metadata": {
+            "name": SET_NAME, "namespace": SET_NAMESPACE,
+            "labels": {aset.ID_LABEL: aset.applyset_id(SET_NAME, SET_NAMESPACE)},
+            "annotations": {aset.TOOLING_ANNOTATION: "kubectl/v1.36"}}})
+        start = len(api.requests)
+        failed = applied_with_prune(api)
+        assert failed["failed"] is True and "kubectl/v1.36" in failed["msg"] and "gpuops_k8s_applyset_namespace" in failed["msg"]
+        assert [r for r in api.requests[start:] if r[0] in ("PATCH", "DELETE", "POST")] == []
+
+
+def test_with_applysets_an_object_that_moves_to_another_set_is_no_member_of_the_one_it_left():
+    # Listed before the apply, the namespace still carries the first set's part-of label; the apply hands it to
+    # the second. The first set must neither prune nor keep it, and the next run must change nothing.
+    first_id, second_id = (aset.applyset_id(n, SET_NAMESPACE) for n in ("gpuops-a", "gpuops-b"))
+
+    def namespace(set_id):
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shared", "labels": {aset.PART_OF_LABEL: set_id}}}
+
+    def call(owner, **kw):
+        sets = [{"name": "gpuops-a", "objects": [namespace(first_id)] if owner == "a" else []},
+                {"name": "gpuops-b", "objects": [namespace(second_id)] if owner == "b" else []}]
+        return run(api, groups=[{"objects": [namespace(first_id if owner == "a" else second_id)]}],
+                   applysets={"namespace": SET_NAMESPACE, "sets": sets}, **kw)
+
+    with FakeAPIServer() as api:
+        assert call("a")["changed"] is True
+        checked = call("b", check_mode=True)
+        assert checked["applysets"]["pruned"] == [] and checked["applysets"]["kept"] == [], checked["applysets"]
+        handed = call("b")
+        assert handed["applysets"]["pruned"] == [] and handed["applysets"]["kept"] == [], handed["applysets"]
+        assert api.get("Namespace", "shared")["metadata"]["labels"][aset.PART_OF_LABEL] == second_id
+        parents = dict((s["name"], s["group_kinds"]) for s in handed["applysets"]["sets"])
+        assert parents == {"gpuops-a": [], "gpuops-b": ["Namespace"]}, parents
+        again = call("b")
+        assert again["changed"] is False, again

@@ -576,3 +576,19 @@ def test_names_and_versions_are_matched_whole_and_in_ascii(call):
     """A trailing line break is not part of a valid name, and other scripts' digits are not a version."""
     with pytest.raises(AnsibleFilterError):
         call()
+
+
+def test_nodes_allocatable_keeps_only_the_name_and_allocatable_of_each_node():
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "gpu-a", "labels": {"a": "b"}, "managedFields": [{"manager": "kubelet"}]},
+            "status": {"allocatable": {"nvidia.com/gpu": "32", "cpu": "96"}, "conditions": [{"type": "Ready"}]}}
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gpu-b"}}
+    slim = f.gpu_nodes_allocatable([node, other, "junk", {"kind": "Node", "metadata": "x", "status": {"allocatable": []}}])
+    assert slim == [{"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"nvidia.com/gpu": "32", "cpu": "96"}}}]
+    assert f.gpu_nodes_allocatable([{"kind": "Node", "metadata": {"name": "b"}, "status": {"allocatable": []}}]) \
+        == [{"metadata": {"name": "b"}, "status": {"allocatable": {}}}]
+    # What the allocatable check makes of it is what it makes of the whole objects.
+    capacity = {"nodes": {"gpu-a": {"host": "a", "resources": {"nvidia.com/gpu": 8}, "gpu_count": 8}}}
+    assert f.gpu_allocatable_diff(slim, capacity) == f.gpu_allocatable_diff([node], capacity) \
+        == ["node gpu-a: allocatable nvidia.com/gpu is 32, expected 8 (8 GPU(s))"]
+    assert f.gpu_nodes_allocatable(None) == []

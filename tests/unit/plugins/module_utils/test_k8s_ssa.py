@@ -84,6 +84,50 @@ def test_a_no_op_is_one_get_and_one_patch_per_object_and_unchanged():
     assert body == cm("a", x="1")
 
 
+def test_a_state_before_read_already_costs_no_get_and_serves_once():
+    # The members an ApplySet listed before the apply (reconcile.before_states): an object found there at the
+    # apiVersion it is applied at is not read again; applied a second time in the run, it is read then.
+    live = stored(cm("a", x="1"))
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/a"): (stored(cm("a", x="1"), rv="8"),),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): [(live,), (stored(cm("a", x="1"), rv="8"),)]})
+    known = {("v1", "ConfigMap", "team-a", "a"): live}
+    changed, results = applier(server, known=known).apply_groups([{"objects": [cm("a", x="1"), cm("a", x="1")]}])
+    assert server.methods() == [("PATCH", "/api/v1/namespaces/team-a/configmaps/a"),
+                                ("GET", "/api/v1/namespaces/team-a/configmaps/a"),
+                                ("PATCH", "/api/v1/namespaces/team-a/configmaps/a")]
+    assert [r["changed"] for r in results] == [False, False] and changed is False
+    assert known  # the caller's table is not consumed
+
+
+def test_a_state_before_of_another_version_namespace_or_name_is_not_taken():
+    # Listed at the group's preferred version, or in another namespace: not the state before of this apply.
+    live = stored(cm("a", x="1"))
+    server = Server({("GET", "/api/v1/namespaces/team-a/configmaps/a"): (live,),
+                     ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (live,),
+                     ("GET", "/api/v1/namespaces/b"): (stored(ns("b")),),
+                     ("PATCH", "/api/v1/namespaces/b"): (stored(ns("b")),)})
+    known = {("v2", "ConfigMap", "team-a", "a"): live, ("v1", "ConfigMap", "team-b", "a"): live,
+             ("v1", "ConfigMap", "team-a", "b"): live,
+             # A cluster-scoped kind is keyed without a namespace, whatever its definition says.
+             ("v1", "Namespace", "", "b"): stored(ns("b"))}
+    stray = dict(ns("b"), metadata={"name": "b", "namespace": "x"})
+    applier(server, known=known).apply_groups([{"objects": [cm("a", x="1"), stray]}])
+    assert server.methods() == [("GET", "/api/v1/namespaces/team-a/configmaps/a"),
+                                ("PATCH", "/api/v1/namespaces/team-a/configmaps/a"),
+                                ("PATCH", "/api/v1/namespaces/b")]
+
+
+def test_a_state_before_read_already_decides_changed_and_the_diff():
+    before, after = stored(cm("a", x="1"), rv="7"), stored(cm("a", x="2"), rv="8")
+    server = Server({("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (after,)})
+    known = {("v1", "ConfigMap", "team-a", "a"): before}
+    changed, results = applier(server, diff=True, known=known).apply_groups([{"objects": [cm("a", x="2")]}])
+    assert changed is True
+    assert results[0]["diff"] == {"before": {"data": {"x": "1"}, "metadata": {"resourceVersion": "7"}},
+                                  "after": {"data": {"x": "2"}, "metadata": {"resourceVersion": "8"}}}
+    assert server.methods() == [("PATCH", "/api/v1/namespaces/team-a/configmaps/a")]
+
+
 def test_a_create_is_changed_and_its_diff_has_no_before():
     created = stored(cm("a", x="1"))
     server = Server({("PATCH", "/api/v1/namespaces/team-a/configmaps/a"): (created,)})
