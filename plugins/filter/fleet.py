@@ -19,8 +19,11 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+fleet_plan = lazy_module("plugin_utils.fleet_plan")
+fleet_report = lazy_module("plugin_utils.fleet_report")
+fleet_schema = lazy_module("plugin_utils.fleet_schema")
 
 
 def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", open_modules=True, source="cuda",

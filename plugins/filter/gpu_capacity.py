@@ -9,10 +9,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
-from ansible_collections.gpuops.platform.plugins.plugin_utils.gpu_capacity import (
-    gpu_allocatable_diff, gpu_capacity, gpu_dra_driver_check, gpu_nodes_allocatable, gpu_product_label, gpu_quota_check,
-    gpu_sharing_configs, gpu_tenant_quota, gpu_tenants_plan, gpu_tolerations)
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_functions
+
+(gpu_allocatable_diff, gpu_capacity, gpu_dra_driver_check, gpu_nodes_allocatable, gpu_product_label, gpu_quota_check,
+ gpu_sharing_configs, gpu_tenant_quota, gpu_tenants_plan, gpu_tolerations) = lazy_functions(
+    "plugin_utils.gpu_capacity",
+    "gpu_allocatable_diff", "gpu_capacity", "gpu_dra_driver_check", "gpu_nodes_allocatable", "gpu_product_label",
+    "gpu_quota_check", "gpu_sharing_configs", "gpu_tenant_quota", "gpu_tenants_plan", "gpu_tolerations")
 
 FilterModule = filter_module(
     gpu_capacity,

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
-from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import STATUSES, HealthVerdictError, health_verdict
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+verdicts = lazy_module("plugin_utils.health_verdict")
 
 EFFECTS = ("NoSchedule", "NoExecute", "none")
 # The node label; the annotations are named after it.
@@ -43,7 +44,7 @@ MAX_REASONS_CHARS = 1024
 
 
 def _worst(statuses):
-    return max(statuses, key=STATUSES.index) if statuses else "ok"
+    return max(statuses, key=verdicts.STATUSES.index) if statuses else "ok"
 
 
 def _options(options):
@@ -65,8 +66,8 @@ def _node_health(entry):
     statuses, reasons = [], []
     if isinstance(facts, Mapping):
         try:
-            verdict = health_verdict(facts)
-        except HealthVerdictError as exc:
+            verdict = verdicts.health_verdict(facts)
+        except verdicts.HealthVerdictError as exc:
             raise AnsibleFilterError("node %s: %s" % (entry["name"], exc))
         # A host without NVIDIA GPU (and no NVML failure that makes it critical) is not judged.
         if verdict["judged"]:
@@ -76,7 +77,7 @@ def _node_health(entry):
         if not isinstance(extra, Mapping):
             continue
         status = extra.get("status", "ok")
-        if status not in STATUSES:
+        if status not in verdicts.STATUSES:
             raise AnsibleFilterError("node %s: unknown health status %r from %s"
                                      % (entry["name"], status, extra.get("source", "an extra check")))
         statuses.append(status)

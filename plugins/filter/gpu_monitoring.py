@@ -9,9 +9,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_alerts, gpu_dashboards
-from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_monitoring as plan
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+gpu_alerts = lazy_module("plugin_utils.gpu_alerts")
+gpu_dashboards = lazy_module("plugin_utils.gpu_dashboards")
+plan = lazy_module("plugin_utils.gpu_monitoring")
 
 
 def gpu_monitoring_errors(settings, alert_names, autoscalers, adapter_enabled):

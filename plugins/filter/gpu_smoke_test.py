@@ -9,8 +9,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_smoke_test as smoke
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+smoke = lazy_module("plugin_utils.gpu_smoke_test")
 
 
 def gpu_smoke_test_api_nodes(nodes):

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_is_current
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+decisions = lazy_module("plugin_utils.driver_action")
 
 
 def _reason(decision):
@@ -47,7 +48,7 @@ def gpu_upgrade_plan(facts, version, branch="570", state="present", version_vari
     if not isinstance(facts, Mapping):
         raise AnsibleFilterError("gpu_upgrade_plan needs the node's nvml_facts, got %r" % (facts,))
     settings = {"nvidia_driver_version": version, "nvidia_driver_branch": branch, "nvidia_driver_state": state}
-    decision, errors = driver_action(settings, facts, version_variable)
+    decision, errors = decisions.driver_action(settings, facts, version_variable)
     if errors:
         raise AnsibleFilterError("; ".join(errors))
     gpus = sorted(g.get("uuid") for g in facts.get("gpus") or [] if g.get("uuid"))
@@ -66,7 +67,7 @@ def gpu_upgrade_verify(facts, plan):
     problems = []
     if not facts.get("present"):
         problems.append("NVML sees no GPU: %s" % (facts.get("reason") or "unknown reason"))
-    if not driver_is_current(plan, facts):
+    if not decisions.driver_is_current(plan, facts):
         problems.append("driver %s is wanted, but %s is installed and module %s is loaded"
                         % (wanted, facts.get("driver_version") or "none", facts.get("kernel_module_version") or "none"))
     before = list(plan.get("gpus") or [])

@@ -12,8 +12,9 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_native, to_text
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import k8s_addons
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+k8s_addons = lazy_module("plugin_utils.k8s_addons")
 
 
 def k8s_addon_templates(roles, enabled, roles_dir):

@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+aset = lazy_module("module_utils._k8s.applyset")
 
 
 def k8s_applyset_id(name, namespace):

@@ -28,9 +28,10 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.gpuops.platform.plugins.filter.k8s_applyset import k8s_applyset_identities, k8s_applyset_members
 from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import (
     k8s_apply_report, k8s_helm_release, k8s_in_namespaces, k8s_manifest, k8s_phases, k8s_release_files, k8s_served)
-from ansible_collections.gpuops.platform.plugins.plugin_utils import k8s_apply
-from ansible_collections.gpuops.platform.plugins.plugin_utils.k8s_addons import OBJECTS_TEMPLATE
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+k8s_apply = lazy_module("plugin_utils.k8s_apply")
+k8s_addons = lazy_module("plugin_utils.k8s_addons")
 
 # Helm's release name rule (pkg/chartutil/validate_name.go): the names go onto
 # helm's command lines (helm_releases), so nothing else may pass.
@@ -74,7 +75,7 @@ def k8s_layer_templates(layers, roles_dir):
     out = {}
     for layer in _layer_list(layers):
         if boolean(layer.get("template", False), strict=False):
-            path = os.path.join(to_text(roles_dir), to_text(layer["layer"]), OBJECTS_TEMPLATE)
+            path = os.path.join(to_text(roles_dir), to_text(layer["layer"]), k8s_addons.OBJECTS_TEMPLATE)
             if not os.path.isfile(path):
                 raise AnsibleFilterError("layer %s says template, but %s does not exist" % (layer["layer"], path))
             out[to_text(layer["layer"])] = path

@@ -16,8 +16,9 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import k8s_helm_release
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+helm = lazy_module("module_utils._k8s.helm")
 
 
 def k8s_helm_decide(release, listed=None, history=None, values=None, recover=True):

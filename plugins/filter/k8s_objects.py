@@ -24,9 +24,10 @@ import yaml  # a dependency of ansible-core itself
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
-from ansible_collections.gpuops.platform.plugins.plugin_utils import k8s_upgrade
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+discovery = lazy_module("module_utils._k8s.discovery")
+k8s_upgrade = lazy_module("plugin_utils.k8s_upgrade")
 
 # Within one scope, the kinds that others depend on come first. No library gives
 # this order, so it follows Helm's: InstallOrder in helm/helm

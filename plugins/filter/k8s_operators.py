@@ -9,8 +9,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import k8s_operators
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+k8s_operators = lazy_module("plugin_utils.k8s_operators")
 
 
 def gpu_operator_registry_values(repositories, registry, components, pull_secrets):

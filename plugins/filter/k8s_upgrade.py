@@ -12,8 +12,9 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import k8s_helm_release
-from ansible_collections.gpuops.platform.plugins.plugin_utils import k8s_upgrade
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+k8s_upgrade = lazy_module("plugin_utils.k8s_upgrade")
 
 
 def k8s_chart_upgrades(queue, plans):

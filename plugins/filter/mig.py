@@ -13,8 +13,9 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils import mig_disruption as decision
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+decision = lazy_module("plugin_utils.mig_disruption")
 
 
 def mig_disruption(result):

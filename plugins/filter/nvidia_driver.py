@@ -11,8 +11,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import check_driver_settings, refusal_lines
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
+
+decisions = lazy_module("plugin_utils.driver_action")
 
 
 def nvidia_driver_settings_refusal(hosts, hostvars, version_variable="nvidia_driver_version"):
@@ -22,8 +23,8 @@ def nvidia_driver_settings_refusal(hosts, hostvars, version_variable="nvidia_dri
         variables = dict((host, hostvars[host]) for host in hosts or [])
     except KeyError as exc:
         raise AnsibleFilterError("nvidia_driver_settings_refusal: %s is not in hostvars" % exc)
-    problems = check_driver_settings([(host, variables[host]) for host in hosts or []], version_variable)
-    return refusal_lines(problems, variables.get)
+    problems = decisions.check_driver_settings([(host, variables[host]) for host in hosts or []], version_variable)
+    return decisions.refusal_lines(problems, variables.get)
 
 
 FilterModule = filter_module(

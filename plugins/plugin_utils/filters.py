@@ -3,11 +3,32 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
-"""The FilterModule class a filter plugin file exports, built from its functions."""
+"""The FilterModule class a filter plugin file exports, built from its functions, and lazy_module."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import importlib
+
+_PLUGINS = "ansible_collections.gpuops.platform.plugins."
+
+
+class lazy_module(object):
+    """The collection's module ``name`` (``plugin_utils.fleet_plan``), imported when an attribute is first read.
+
+    To find one ``gpuops.platform.*`` filter, ansible-core loads every filter
+    file of the collection (``Jinja2Loader.get_with_context``), in each forked
+    worker, and its collection loader compiles each file from source. A filter
+    file that imports its planner only when a filter runs keeps that cost to
+    the filter files themselves.
+    """
+
+    def __init__(self, name):
+        self._name = _PLUGINS + name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self._name), attr)
 
 
 def filter_module(*functions):
@@ -23,3 +44,15 @@ def filter_module(*functions):
             return dict(table)
 
     return FilterModule
+
+
+def lazy_functions(name, *functions):
+    """Stand-ins for the functions named ``functions`` of the module ``name``, which import it when first called."""
+    module = lazy_module(name)
+
+    def stand_in(function):
+        def call(*args, **kwargs):
+            return getattr(module, function)(*args, **kwargs)
+        call.__name__ = function
+        return call
+    return [stand_in(function) for function in functions]
