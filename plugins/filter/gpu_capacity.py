@@ -9,13 +9,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_functions
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_function
 
-(gpu_allocatable_diff, gpu_capacity, gpu_dra_driver_check, gpu_nodes_allocatable, gpu_product_label, gpu_quota_check,
- gpu_sharing_configs, gpu_tenant_quota, gpu_tenants_plan, gpu_tolerations) = lazy_functions(
-    "plugin_utils.gpu_capacity",
-    "gpu_allocatable_diff", "gpu_capacity", "gpu_dra_driver_check", "gpu_nodes_allocatable", "gpu_product_label",
-    "gpu_quota_check", "gpu_sharing_configs", "gpu_tenant_quota", "gpu_tenants_plan", "gpu_tolerations")
+_CAPACITY = "plugin_utils.gpu_capacity"
+gpu_capacity = lazy_function(_CAPACITY, "gpu_capacity")
+gpu_sharing_configs = lazy_function(_CAPACITY, "gpu_sharing_configs")
+gpu_product_label = lazy_function(_CAPACITY, "gpu_product_label")
+gpu_quota_check = lazy_function(_CAPACITY, "gpu_quota_check")
+gpu_tolerations = lazy_function(_CAPACITY, "gpu_tolerations")
+gpu_tenant_quota = lazy_function(_CAPACITY, "gpu_tenant_quota")
+gpu_allocatable_diff = lazy_function(_CAPACITY, "gpu_allocatable_diff")
+gpu_nodes_allocatable = lazy_function(_CAPACITY, "gpu_nodes_allocatable")
+gpu_tenants_plan = lazy_function(_CAPACITY, "gpu_tenants_plan")
+gpu_dra_driver_check = lazy_function(_CAPACITY, "gpu_dra_driver_check")
 
 FilterModule = filter_module(
     gpu_capacity,

@@ -46,13 +46,11 @@ def filter_module(*functions):
     return FilterModule
 
 
-def lazy_functions(name, *functions):
-    """Stand-ins for the functions named ``functions`` of the module ``name``, which import it when first called."""
+def lazy_function(name, function):
+    """A stand-in for the function ``function`` of the module ``name``, which imports it when first called."""
     module = lazy_module(name)
 
-    def stand_in(function):
-        def call(*args, **kwargs):
-            return getattr(module, function)(*args, **kwargs)
-        call.__name__ = function
-        return call
-    return [stand_in(function) for function in functions]
+    def call(*args, **kwargs):
+        return getattr(module, function)(*args, **kwargs)
+    call.__name__ = function
+    return call

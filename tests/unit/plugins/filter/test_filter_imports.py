@@ -3,7 +3,7 @@
 ansible-core finds one ``gpuops.platform.*`` filter by loading every filter file
 of the collection, in each forked worker, compiling each from source. A filter
 file therefore imports the planner it calls only when one of its filters runs
-(plugin_utils/filters.py: lazy_module, lazy_functions).
+(plugin_utils/filters.py: lazy_module, lazy_function).
 """
 import json
 import subprocess
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import lazy_functions, lazy_module
+from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import lazy_function, lazy_module
 
 # What every filter file may pull in when it is loaded: the FilterModule helper,
 # and the release suffixes that k8s_batch.py's own constant is made from.
@@ -51,8 +51,8 @@ def test_a_lazy_module_imports_on_first_use_and_names_a_missing_attribute():
         driver_action.no_such_function  # pylint: disable=pointless-statement
 
 
-def test_lazy_functions_keep_their_names_and_pass_every_argument():
+def test_a_lazy_function_keeps_its_name_and_passes_every_argument():
     from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity as real
-    product_label, capacity = lazy_functions("plugin_utils.gpu_capacity", "gpu_product_label", "gpu_capacity")
-    assert (product_label.__name__, capacity.__name__) == ("gpu_product_label", "gpu_capacity")
+    product_label = lazy_function("plugin_utils.gpu_capacity", "gpu_product_label")
+    assert product_label.__name__ == "gpu_product_label"
     assert product_label("NVIDIA H100 80GB HBM3") == real.gpu_product_label("NVIDIA H100 80GB HBM3")
