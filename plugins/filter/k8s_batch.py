@@ -28,9 +28,9 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.gpuops.platform.plugins.filter.k8s_applyset import k8s_applyset_identities, k8s_applyset_members
 from ansible_collections.gpuops.platform.plugins.filter.k8s_objects import (
     k8s_apply_report, k8s_helm_release, k8s_in_namespaces, k8s_manifest, k8s_phases, k8s_release_files, k8s_served)
+from ansible_collections.gpuops.platform.plugins.plugin_utils import k8s_apply  # RELEASE_VARIABLES below needs it loaded
 from ansible_collections.gpuops.platform.plugins.plugin_utils.filters import filter_module, lazy_module
 
-k8s_apply = lazy_module("plugin_utils.k8s_apply")
 k8s_addons = lazy_module("plugin_utils.k8s_addons")
 
 # Helm's release name rule (pkg/chartutil/validate_name.go): the names go onto

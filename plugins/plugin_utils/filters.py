@@ -3,7 +3,7 @@
 # Apache License 2.0 or GNU General Public License v3.0+, at your option
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
-"""The FilterModule class a filter plugin file exports, built from its functions, and lazy_module."""
+"""The FilterModule class a filter plugin file exports, built from its functions; lazy_module and lazy_function."""
 
 from __future__ import absolute_import, division, print_function
 
