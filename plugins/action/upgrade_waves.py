@@ -45,11 +45,16 @@ def current_inputs(plan, names, variables, facts_dir):
 
 
 def approved(args, names, inventory, hostvars, loader):
-    """The rollout of the approved plan, for the selected ``names``; ApprovalError when it is stale."""
+    """The rollout of the approved plan, for the selected ``names``; ApprovalError when it is stale for them.
+
+    Only the selected hosts (``--limit``, a job slice) are checked: they are the ones this run changes, and the
+    run's own settings (gpuops_driver_version) are set on them alone.
+    """
     path = args["approved_plan"]
     plan = fleet_approval.load(path)
     group = inventory.get(args["group"]) or []
-    present = [n for n in plan["order"] if n in group]
+    selected = set(names)
+    present = [n for n in plan["order"] if n in group and n in selected]
     variables = read_variables(hostvars, present, loader)
     changed = fleet_approval.changes(plan, current_inputs(plan, present, variables, args["facts_dir"]))
     if changed:

@@ -9,7 +9,12 @@ task result (-v, one JSON result per line), not from its report text:
 * the driver: upgrade.yml (roles/gpu_upgrade's gpu_upgrade_plan) and nodes.yml
   (roles/nvidia_driver's replayed plan) against plan.json's driver action and reboot;
 * health: health.yml's label (roles/gpu_health's gpu_health_plan) against plan.json;
-* MIG disruption: mig.yml (roles/mig's plan) against plan.json's drain and GPU reset.
+* MIG disruption: mig.yml (roles/mig's plan) against plan.json's drain and GPU reset;
+* the waves: the batches upgrade.yml runs (one "PLAY [Upgrade ...]" per batch) and its
+  "wave N/M" lines against plan.json's waves, with gpuops_upgrade_serial and
+  gpuops_upgrade_canary set where operators set them (inventory group vars for the demo
+  and the example, group_vars/all beside the generated fleet's inventory), which a
+  play's serial keyword never sees.
 
 Every playbook runs --check on the demo, and a version that is not an exact string is
 refused by the planner and by each playbook with the same line, naming the variable,
@@ -23,6 +28,9 @@ import subprocess
 import sys
 
 import pytest
+import yaml
+
+from rollout_support import members, planned_waves, ran_waves, shown_waves
 
 pytestmark = pytest.mark.slow
 BIN = os.path.dirname(sys.executable)
@@ -33,6 +41,7 @@ GENERATED_HOSTS = 16
 # The generated fleet's pools: a pinned version (the generator's HGX H100), pools that follow a branch (one on its
 # branch, one moving to a newer one) and a pool left at the roles' defaults (branch 570).
 GENERATED_POOLS = {"dgx": {"nvidia_driver_branch": "570"}, "l40s": {"nvidia_driver_branch": "580"}}
+GENERATED_ROLLOUT = {"gpuops_upgrade_serial": 3, "gpuops_upgrade_canary": True}
 
 
 def _run(repo_root, inventories, playbook, tmp, *extra):
@@ -40,8 +49,7 @@ def _run(repo_root, inventories, playbook, tmp, *extra):
     for inventory in inventories:
         command += ["-i", str(inventory)]
     command += ["playbooks/%s.yml" % playbook, "--check", "-e", "gpuops_fleet_report_dir=%s" % (tmp / "fleet"),
-                "-e", "gpuops_k8s_render_dir=%s" % (tmp / "render"), "-e", "gpuops_upgrade_serial=100%",
-                "-e", "gpuops_mig_serial=100%"]
+                "-e", "gpuops_k8s_render_dir=%s" % (tmp / "render"), "-e", "gpuops_mig_serial=100%"]
     for pair in extra:
         command += ["-e", pair]
     proc = subprocess.run(command, cwd=str(repo_root), capture_output=True, text=True, check=False, timeout=900,
@@ -100,17 +108,32 @@ def _generated(tmp):
     gpu_nodes["vars"] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                          "gpuops_nodes_become": False, "gpuops_nodes_plan_only": True, "mig_kubernetes": False}
     data["all"]["vars"]["gpuops_fleet_facts_dir"] = facts_dir
+    for name in ("gpuops_upgrade_serial", "gpuops_upgrade_canary"):
+        del data["all"]["vars"][name]
+    (folder / "group_vars" / "all").mkdir(parents=True)
+    (folder / "group_vars" / "all" / "rollout.yml").write_text(yaml.safe_dump(GENERATED_ROLLOUT))
     data["all"]["children"]["k8s_control"]["hosts"]["localhost"]["ansible_python_interpreter"] = sys.executable
     with open(inventory, "w") as handle:
         json.dump(data, handle)
     return [inventory]
 
 
+def _rollout(tmp, **variables):
+    """The rollout settings as inventory group vars of gpu_nodes, in an inventory file of their own."""
+    path = tmp / "rollout.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"vars": variables}}}}))
+    return path
+
+
 INVENTORIES = {
-    "demo": lambda root, tmp: [root / "inventories" / "demo" / "hosts.yml"],
-    "example": lambda root, tmp: [root / "inventories" / "example" / "hosts.yml", root / "inventories" / "example-offline.yml"],
+    "demo": lambda root, tmp: [root / "inventories" / "demo" / "hosts.yml",
+                               _rollout(tmp, gpuops_upgrade_serial=3, gpuops_upgrade_canary=True)],
+    "example": lambda root, tmp: [root / "inventories" / "example" / "hosts.yml", root / "inventories" / "example-offline.yml",
+                                  _rollout(tmp, gpuops_upgrade_serial="40%", gpuops_upgrade_canary=True)],
     "generated": lambda root, tmp: _generated(tmp),
 }
+# The sizes of the waves each inventory's rollout settings give: a canary of one, then waves of the serial.
+WAVES = {"demo": [1, 3, 3, 3], "example": [1, 4, 4, 1], "generated": [1, 3, 3, 3, 3, 3]}
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +198,20 @@ def test_upgrade_yml_plans_each_nodes_driver_action_and_reboot_as_plan_json(site
                    for host, r in planned.items())
     assert upgrade == dict((host, (h["driver"]["action"], h["driver"]["reboot_required"]))
                            for host, h in plan["hosts"].items())
+
+
+def test_upgrade_yml_runs_the_waves_plan_json_shows(site):
+    plan = site.plan()
+    (shown,) = site.results("upgrade", "Show the waves").values()
+    rc, out = site.run("upgrade")
+    waves = planned_waves(plan)
+    # The printed waves are the planned ones, in order; the batches run are the same hosts.
+    assert shown_waves(shown["msg"]) == waves and ran_waves(out) == members(waves)
+    assert [len(w) for w in waves] == WAVES[site.name]
+    assert plan["waves"]["serial"][0] == "1" and (site.name != "demo" or plan["waves"]["serial"] == ["1", "3"])
+    if site.name == "generated":
+        # Waves follow the inventory order across the pools (groups), not a pool at a time.
+        assert waves[0] == [plan["order"][0]] and len(set(plan["hosts"][n]["pool"] for n in waves[1])) > 1
 
 
 def test_nodes_yml_plans_each_nodes_driver_action_and_reboot_as_plan_json(site):

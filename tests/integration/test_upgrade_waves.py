@@ -1,12 +1,10 @@
-"""The waves plan.json shows are the waves upgrade.yml runs, and an approved plan is what runs.
+"""An approved plan is what runs.
 
-The same inventory, with gpuops_upgrade_serial and gpuops_upgrade_canary set
-where operators set them (group_vars, inventory group vars), goes to
-plan_fleet.yml and to upgrade.yml --check: the batches ansible-playbook really
-runs (one "PLAY [Upgrade ...]" per batch) are plan.json's waves, and so are the
-"wave N/M" lines. With -e gpuops_approved_plan, upgrade.yml runs that plan's
-waves, and a plan whose hosts' facts or settings changed since is refused
-before the upgrade play starts.
+With -e gpuops_approved_plan, upgrade.yml runs that plan's waves (the batches
+ansible-playbook really runs, one "PLAY [Upgrade ...]" per batch, and the
+"wave N/M" lines), and a plan whose hosts' facts or settings changed since is
+refused before the upgrade play starts. That the waves an inventory gives are
+plan.json's is proven with the other decisions, in test_decisions_agree.py.
 """
 import json
 import os
@@ -15,12 +13,12 @@ import subprocess
 import sys
 
 import pytest
-import yaml
+
+from rollout_support import UPGRADE_PLAY, members, planned_waves, ran_waves, said_waves
 
 pytestmark = pytest.mark.slow
 
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-UPGRADE_PLAY = "PLAY [Upgrade the NVIDIA driver and toolkit, wave by wave]"
 SERIAL_REFUSAL = "gpuops_upgrade_serial 'ten' is neither a number of hosts nor a percentage such as 10%"
 
 
@@ -36,68 +34,10 @@ def _run(repo_root, inventories, playbook, *extra):
     return proc, proc.stdout + proc.stderr
 
 
-def planned_waves(plan):
-    order = plan["order"]
-    return [order[b["first"]:b["first"] + b["size"]] for b in plan["waves"]["batches"]]
-
-
-def ran_waves(out):
-    """The batches ansible-playbook ran: the hosts of each upgrade play's first task, per play, sorted (a batch's
-    hosts run at once, and their results print in the order they finish)."""
-    waves = []
-    for chunk in out.split(UPGRADE_PLAY)[1:]:
-        first_task = chunk.split("TASK [")[1]
-        waves.append(sorted(re.findall(r"^(?:ok|changed|skipping|fatal): \[([^\]]+)\]", first_task, re.M)))
-    return waves
-
-
-def members(waves):
-    """Each wave's hosts, sorted: what a batch is, whatever order its hosts finish in."""
-    return [sorted(w) for w in waves]
-
-
-def said_waves(out):
-    """The wave N/M lines upgrade.yml printed (the YAML callback folds long ones)."""
-    text = " ".join(out.split())
-    found = re.findall(r"wave (\d+)/(\d+): ([^'\"]+)['\"]", text)
-    assert found and all(int(total) == len(found) for _n, total, _h in found), found
-    return [hosts.strip().split(", ") for _n, _t, hosts in found]
-
-
 def _plan(repo_root, inventories, report, *extra):
     proc, out = _run(repo_root, inventories, "plan_fleet", "-e", "gpuops_fleet_report_dir=%s" % report, *extra)
     plan = json.loads((report / "plan.json").read_text()) if (report / "plan.json").exists() else None
     return proc, out, plan
-
-
-def _agree(repo_root, inventories, tmp_path, *extra):
-    """Plan, then upgrade.yml --check, on the same inventory: the same waves, and run as such."""
-    _proc, out, plan = _plan(repo_root, inventories, tmp_path / "report", *extra)
-    assert plan is not None, out[-3000:]
-    proc, out = _run(repo_root, inventories, "upgrade", "--check", *extra)
-    assert proc.returncode == 0, out[-4000:]
-    waves = planned_waves(plan)
-    # The printed waves are the planned ones, in order; the batches run are the same hosts.
-    assert said_waves(out) == waves and ran_waves(out) == members(waves)
-    return plan, waves
-
-
-def _rollout_vars(path, **variables):
-    path.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"vars": variables}}}}))
-    return path
-
-
-def test_the_demo_runs_the_waves_plan_json_shows(repo_root, tmp_path):
-    extra = _rollout_vars(tmp_path / "rollout.yml", gpuops_upgrade_serial=3, gpuops_upgrade_canary=True)
-    plan, waves = _agree(repo_root, [repo_root / "inventories" / "demo" / "hosts.yml", extra], tmp_path)
-    assert [len(w) for w in waves] == [1, 3, 3, 3] and plan["waves"]["serial"] == ["1", "3"]
-
-
-def test_the_example_runs_the_waves_plan_json_shows(repo_root, tmp_path):
-    extra = _rollout_vars(tmp_path / "rollout.yml", gpuops_upgrade_serial="40%", gpuops_upgrade_canary=True)
-    _plan_, waves = _agree(repo_root, [repo_root / "inventories" / "example" / "hosts.yml",
-                                       repo_root / "inventories" / "example-offline.yml", extra], tmp_path)
-    assert [len(w) for w in waves] == [1, 4, 4, 1]
 
 
 @pytest.fixture
@@ -120,13 +60,6 @@ def fleet(tmp_path):
         "gpuops_upgrade_serial: 3\ngpuops_upgrade_canary: true\ngpuops_fleet_facts_dir: %s\n"
         "gpu_upgrade_driver_version: '570.195.03'\n" % facts_dir)
     return folder
-
-
-def test_a_generated_fleet_with_rollout_group_vars_runs_the_waves_plan_json_shows(repo_root, tmp_path, fleet):
-    plan, waves = _agree(repo_root, [fleet / "hosts.json"], tmp_path)
-    assert [len(w) for w in waves] == [1, 3, 3, 3, 3, 1]
-    # Waves follow the inventory order across the pools (groups), not a pool at a time.
-    assert waves[0] == [plan["order"][0]] and len(set(plan["hosts"][n]["pool"] for n in waves[1])) > 1
 
 
 def test_an_approved_plan_runs_its_waves_and_a_changed_one_is_refused(repo_root, tmp_path, fleet):
@@ -169,6 +102,13 @@ def test_an_approved_plan_runs_its_waves_and_a_changed_one_is_refused(repo_root,
     for name in hgx:
         assert "- %s: changed: nvidia_driver_version" % name in text
     assert UPGRADE_PLAY not in out
+    # A run limited to hosts whose inputs did not change is the plan's for them: the stale hosts are not its own.
+    unchanged = [n for n in plan["order"] if n not in hgx and n != dgx][:2]
+    proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved,
+                     "--limit", ",".join(unchanged))
+    assert proc.returncode == 0, out[-4000:]
+    assert "the approved plan %s: 2 host(s) in" % approved in " ".join(out.split())
+    assert sorted(sum(ran_waves(out), [])) == sorted(unchanged)
 
 
 def test_a_bad_serial_is_refused_by_the_planner_and_upgrade_yml_alike(repo_root, tmp_path, fleet):
@@ -235,8 +175,12 @@ def test_an_approved_plan_made_with_a_run_driver_version_is_current_for_that_run
     assert set(h["driver"]["wanted"] for h in plan["hosts"].values()) == {"580.82.07"}, out[-3000:]
     approved = tmp_path / "approved.json"
     approved.write_text(json.dumps(plan))
+    # A host of each pool: the version replaces every pool's pin, whichever its driver settings.
+    one_per_pool = sorted(dict((h["pool"], name) for name, h in plan["hosts"].items()).values())
+    assert len(one_per_pool) == 4
     for playbook in ("upgrade", "nodes"):
-        proc, out = _run(repo_root, inventories, playbook, "--check", "-e", "gpuops_approved_plan=%s" % approved, *answer)
+        proc, out = _run(repo_root, inventories, playbook, "--check", "-e", "gpuops_approved_plan=%s" % approved, *answer,
+                         "--limit", ",".join(one_per_pool))
         assert proc.returncode == 0, out[-4000:]
         assert "inputs unchanged since it was made" in " ".join(out.split()), out[-4000:]
     # Without the answer, the same plan is stale: its hosts' version is not the one the run would use.
