@@ -30,6 +30,19 @@ def load_node(name):
                                "spec": {"unschedulable": name == "precordoned"}}
 
 
+def list_nodes():
+    """Every Node, as a LIST answers: each GPU host of the run's inventory that is in the cluster, and each one stored."""
+    names = set()
+    if os.path.exists(_store()):
+        with open(_store()) as handle:
+            names.update(json.load(handle))
+    inventory = os.path.join(os.environ["MIG_EVENTS_DIR"], "inventory.json")
+    if os.path.exists(inventory):
+        with open(inventory) as handle:
+            names.update(json.load(handle).get("all", {}).get("children", {}).get("gpu_nodes", {}).get("hosts", {}))
+    return [node for node in (load_node(name) for name in sorted(names)) if node]
+
+
 def save_node(node):
     nodes = {}
     if os.path.exists(_store()):

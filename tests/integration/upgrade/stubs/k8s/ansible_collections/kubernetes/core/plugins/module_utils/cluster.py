@@ -52,6 +52,13 @@ def load_node(name):
                                              "spec": {"unschedulable": False}}
 
 
+def list_nodes():
+    """Every Node, as a LIST answers: each GPU host of the run's inventory, and each one stored."""
+    names = set(_load("nodes.json"))
+    names.update(_load("inventory.json").get("all", {}).get("children", {}).get("gpu_nodes", {}).get("hosts", {}))
+    return [load_node(name) for name in sorted(names)]
+
+
 def save_node(node):
     with _locked():
         nodes = _load("nodes.json")
