@@ -24,8 +24,8 @@ READERS = ["dpkg-query", "dpkg", "apt-get", "apt-cache", "rpm", "dnf", "systemct
            "nvidia-smi", "nvidia-ctk", "containerd", "uname"]
 # Tasks that read the machine they run on; with replayed facts they must not run.
 MACHINE_TASKS = ["gpuops.platform.node_preflight : Check the GPU node",
-                 "gpuops.platform.nvidia_driver : Install, pin and check the NVIDIA driver",
-                 # The container toolkit's role is not even entered: its tasks never show.
+                 # The driver's node tasks and the container toolkit's role are not even entered: their tasks never show.
+                 "gpuops.platform.nvidia_driver : Install, pin and load the driver on the node",
                  "Install the container toolkit and configure the container runtime"]
 
 
@@ -93,6 +93,7 @@ def test_nothing_is_read_from_the_machine_running_the_play(run):
     for name in MACHINE_TASKS:
         assert tasks[name] and all(line.startswith("skipping: ") for line in tasks[name]), (name, tasks[name])
     assert not [name for name in tasks if name.startswith("gpuops.platform.container_toolkit : ")]
+    assert "gpuops.platform.nvidia_driver : Install, pin and check the NVIDIA driver" not in tasks
     # Read on the controller by the one facts source of every playbook (nodes.yml, then mig.yml); nvml_facts never runs.
     loaded = tasks["Load the recorded facts, when the node is planned from them"]
     assert sorted(loaded) == ["ok: [gpu-a]"] * 2 + ["ok: [gpu-b]"] * 2
