@@ -262,8 +262,14 @@ def test_check_mode_gives_the_plan_per_node_from_live_or_replayed_facts(site, fi
     site.node("gpu2", installed=NEW, loaded=OLD)        # live: installed, waiting for a reboot
     site.node("gpu3")
     site.hosts["gpu3"]["gpuops_nvml_replay_file"] = str(fixtures_dir / "nvml" / "hgx-h100.json")
+    # gpu3 reaches the API through a kubeconfig of its own: the plan's LIST, read through the others', is not its.
+    site.hosts["gpu3"]["gpu_upgrade_k8s_kubeconfig"] = str(site.root / "other-kubeconfig")
     proc, events = site.play(extra=["--check", "-e", "gpuops_nodes_plan_only=true"])
     assert proc.returncode == 0, proc.stdout
+    # A plan reads the Nodes with one LIST for all its waves (one node each here), and gpu3 its own Node.
+    node_reads = [e["args"] for e in events if e["event"] == "k8s_info" and e["args"]["kind"] == "Node"]
+    assert sorted(a.get("name") or "LIST" for a in node_reads) == ["LIST", "gpu3"], node_reads
+    assert [a.get("kubeconfig") for a in node_reads if a.get("name")] == [str(site.root / "other-kubeconfig")]
     out = " ".join(proc.stdout.split())
     assert "gpu1: upgrade and reboot (driver %s -> %s; 1 GPU(s))" % (OLD, NEW) in out
     # The NVML library refuses to start with the old module loaded: no GPU listed.
