@@ -76,8 +76,18 @@ options:
     type: list
     elements: dict
     default: []
+  wait_crds:
+    description:
+      - Names of CustomResourceDefinitions that something else created, such as a Helm chart's C(crds/), to wait
+        for until they exist and are C(Established), outside check mode, before the first group is applied; so that
+        the objects of their kinds can follow in the same task.
+      - One C(GET) each when it is Established already, then one every O(wait_sleep) seconds, up to O(wait_timeout)
+        each.
+    type: list
+    elements: str
+    default: []
   wait_timeout:
-    description: Seconds to wait for each object of a group with O(groups[].wait).
+    description: Seconds to wait for each object of a group with O(groups[].wait), and for each of O(wait_crds).
     type: int
     default: 300
   wait_sleep:
@@ -286,6 +296,7 @@ def main():
         )),
         field_manager=dict(type="str", default="gpuops-platform"),
         api_table=dict(type="list", elements="dict", default=[]),
+        wait_crds=dict(type="list", elements="str", default=[]),
         wait_timeout=dict(type="int", default=300),
         wait_sleep=dict(type="int", default=5),
         applysets=dict(type="dict", options=dict(
@@ -318,6 +329,7 @@ def main():
         applier = ssa.Applier(request, ssa.Resources(request, params["api_table"]), params["field_manager"],
                               dry_run=module.check_mode, diff=module._diff, wait_timeout=params["wait_timeout"],
                               wait_sleep=params["wait_sleep"], known=known)
+        applier.wait_established(params["wait_crds"])
         changed, results = applier.apply_groups(params["groups"])
         if sets:
             prepared = reconcile.after_apply(api, prepared, [r["result"] for r in results])

@@ -332,6 +332,28 @@ class Applier(object):
             after = self._before(obj, path) or after
         return after
 
+    def wait_established(self, names):
+        """Wait (outside a dry run) until each named CustomResourceDefinition exists and is Established: one GET
+        each when it is, then one every wait_sleep seconds, up to wait_timeout each. These are the CRDs that
+        something other than this run's applies made, such as a Helm chart's."""
+        if self.dry_run or not names:
+            return
+        entry = self.resources.find(CRD_API, CRD_KIND)
+        for name in names:
+            deadline = self._clock() + self.wait_timeout
+            obj = {"apiVersion": CRD_API, "kind": CRD_KIND, "metadata": {"name": name}}
+            path = object_path(entry, obj)
+            while True:
+                live = self._before(obj, path)
+                if live is not None and self._ready(live):
+                    break
+                if self._clock() >= deadline:
+                    raise ApplyError("%s is %s after %s seconds (wait_timeout): check the Helm release that installs "
+                                     "it, and the API server's log" % (
+                                         describe(obj), "not Established" if live else "still missing",
+                                         self.wait_timeout))
+                self._sleep(self.wait_sleep)
+
     def apply(self, obj, force=False, wait=False):
         """Apply one definition; its result as kubernetes.core.k8s gives it (changed, method, result, diff)."""
         if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):

@@ -360,6 +360,33 @@ def test_waiting_ends_with_a_clear_failure_and_never_in_check_mode():
     assert server.methods() == [("GET", PATH), ("PATCH", PATH)]
 
 
+def test_crds_a_chart_made_are_waited_for_until_they_exist_and_are_established():
+    # A Helm chart's crds/ CRD: missing, then not Established yet, then Established; one GET when it is already.
+    other = PATH.replace("widgets", "gadgets")
+    server = Server({("GET", PATH): [None, (crd([]),), (crd(ESTABLISHED),)], ("GET", other): (crd(ESTABLISHED),)})
+    slept = []
+    waiter = ssa.Applier(server, ssa.Resources(server, TABLE), "gpuops-platform", wait_sleep=3, sleep=slept.append)
+    waiter.wait_established(["widgets.example.com", "gadgets.example.com"])
+    assert server.methods() == [("GET", PATH)] * 3 + [("GET", other)]
+    assert slept == [3, 3]
+
+
+def test_waiting_for_a_charts_crd_fails_naming_it_and_never_reads_in_check_mode():
+    for answers, state in (([None], "still missing"), ([(crd([]),)], "not Established")):
+        ticks = iter(range(0, 1000, 10))
+        server = Server({("GET", PATH): answers})
+        slow = ssa.Applier(server, ssa.Resources(server, TABLE), "gpuops-platform", wait_timeout=30,
+                           sleep=lambda s: None, clock=lambda: next(ticks))
+        with pytest.raises(ssa.ApplyError, match="CustomResourceDefinition widgets.example.com is %s after 30 "
+                                                 "seconds \\(wait_timeout\\)" % state):
+            slow.wait_established(["widgets.example.com"])
+        # The clock ticks 10 s per look: reads at 10 and 20 s, and one more before it gives up at 30 s.
+        assert len(server.calls) == 3
+    server = Server({})
+    applier(server, dry_run=True).wait_established(["widgets.example.com"])
+    assert server.calls == []
+
+
 def test_ready_follows_kubernetes_cores_waiter():
     deployment = {"kind": "Deployment", "metadata": {"generation": 2}, "spec": {"replicas": 2},
                   "status": {"replicas": 2, "availableReplicas": 1, "observedGeneration": 2}}
