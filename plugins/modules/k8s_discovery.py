@@ -30,7 +30,14 @@ description:
     the legacy one) is left out of the table and named in RV(stale).
   - Used once per run by the C(gpuops.platform.k8s_apply) role (C(tasks_from=discover)); connection options come from
     the play's C(module_defaults) like those of kubernetes.core.
-options: {}
+options:
+  namespaces:
+    description:
+      - Also list the cluster's namespaces (one C(GET /api/v1/namespaces)), returned in RV(namespaces).
+      - The C(gpuops.platform.k8s_apply) role asks for them in check mode, where the server cannot dry-run an object
+        in a namespace that the run would create; one module run then reads both.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - gpuops.platform.attributes
@@ -104,6 +111,12 @@ stale:
   type: list
   elements: str
   sample: [visibility.kueue.x-k8s.io/v1beta1]
+namespaces:
+  description: Sorted names of the cluster's namespaces, with O(namespaces=true); else empty.
+  returned: always
+  type: list
+  elements: str
+  sample: [default, gpu-operator, kube-system]
 requests:
   description:
     - The paths this module asked, in order (C(/api), C(/apis), then any legacy group-versions, then C(/version) where
@@ -127,7 +140,10 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 
 
 def main():
-    module = AnsibleK8SModule(argument_spec=copy.deepcopy(AUTH_ARG_SPEC), supports_check_mode=True)
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(namespaces=dict(type="bool", default=False))
+    module = AnsibleK8SModule(argument_spec=spec, supports_check_mode=True)
+    namespaces = []
     try:
         client = get_api_client(module=module)
         # The discoverer read its cache file, or asked /version and /apis to write one, when the client started.
@@ -141,6 +157,9 @@ def main():
             version = get("/version", discovery.JSON)
         server_version = discovery.server_version(version)
         client_cache.fill(client.client.resources, found["lists"], version)
+        if module.params["namespaces"]:
+            found["paths"].append("/api/v1/namespaces")
+            namespaces = discovery.names(get("/api/v1/namespaces", discovery.JSON))
     except CoreException as exc:
         module.fail_from_exception(exc)
     except discovery.DiscoveryError as exc:
@@ -151,7 +170,7 @@ def main():
     module.exit_json(changed=False, api_table=table, api_kinds=discovery.api_kinds(table),
                      api_resources=discovery.api_resources(table), server_version=server_version,
                      version=version, aggregated=found["aggregated"], stale=found["stale"],
-                     requests=found["paths"])
+                     namespaces=namespaces, requests=found["paths"])
 
 
 if __name__ == "__main__":

@@ -251,6 +251,20 @@ def discover(get, version=True):
             "version": version_doc, "server_version": server_version(version_doc) if version else None, "paths": paths}
 
 
+def names(doc, path="/api/v1/namespaces"):
+    """The sorted object names of a list answer (a NamespaceList, say)."""
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise DiscoveryError("GET %s did not answer with a list of objects" % path)
+    out = []
+    for item in items:
+        name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            raise DiscoveryError("GET %s answered with an object that has no metadata.name" % path)
+        out.append(name)
+    return sorted(out)
+
+
 def api_kinds(table):
     """Sorted ``apiVersion/Kind`` strings of every served version (``monitoring.coreos.com/v1/ServiceMonitor``)."""
     return sorted(set("%s/%s" % (group_version(e["group"], e["version"]), e["kind"]) for e in table or []))

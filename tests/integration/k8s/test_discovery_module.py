@@ -79,6 +79,19 @@ def test_aggregated_discovery_takes_api_and_apis():
         assert "clusterqueues.kueue.x-k8s.io" in result["api_resources"]
 
 
+def test_the_namespaces_are_listed_in_the_same_run_only_when_asked():
+    with FakeAPIServer(version="1.36") as api:
+        for name in ("team-b", "gpu-operator"):
+            api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        warm(api)
+        assert discover(api)["namespaces"] == [] and "/api/v1/namespaces" not in paths(api)
+        del api.requests[:]
+        result = discover(api, namespaces=True)
+        assert paths(api) == ["/api", "/apis", "/api/v1/namespaces"] == result["requests"]
+        assert result["namespaces"] == sorted(o["metadata"]["name"] for o in api.objects.values() if o["kind"] == "Namespace")
+        assert {"gpu-operator", "team-b"} <= set(result["namespaces"])
+
+
 def test_a_server_without_aggregation_is_asked_each_group_version():
     with FakeAPIServer(version="1.29") as api:
         api.aggregated = False

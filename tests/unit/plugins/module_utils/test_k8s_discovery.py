@@ -227,3 +227,13 @@ def test_a_row_allows_the_verbs_discovery_names_and_a_hand_built_row_any():
     assert d.allows(binding, "create") and not d.allows(binding, "list")
     assert not d.allows(d.entry("", "v1", "Pod", "pods", True, True, []), "list")
     assert d.allows(d.entry("", "v1", "Pod", "pods", True, True), "list")
+
+
+def test_the_names_of_a_list_answer_are_read_sorted_and_a_bad_answer_is_refused():
+    doc = {"kind": "NamespaceList", "items": [{"metadata": {"name": "team-b"}}, {"metadata": {"name": "default"}}]}
+    assert d.names(doc) == ["default", "team-b"]
+    assert d.names({"kind": "NamespaceList", "items": []}) == []
+    for bad in ({"kind": "Status"}, {"items": "x"}, [], {"items": [{"metadata": {}}]}, {"items": [{"metadata": {"name": 7}}]},
+                {"items": ["default"]}):
+        with pytest.raises(d.DiscoveryError, match="GET /api/v1/namespaces"):
+            d.names(bad)
