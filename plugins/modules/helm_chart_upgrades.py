@@ -26,6 +26,8 @@ description:
     wanted values nor in the deployed release's).
   - The values never leave the module's result; with C(sensitive), not even the changed defaults. Run the task with
     C(no_log) for a release whose values hold secrets, as for C(kubernetes.core.helm).
+  - Reads the cluster's CRDs of the names the new charts ship (RV(live_crds)), one C(GET) each through the same
+    connection, so that the caller can compare them with the new ones in the same step.
   - Changes nothing.
   - Connection options as kubernetes.core's helm modules; in the collection's action group
     C(gpuops.platform.k8s), so C(module_defaults) of C(group/gpuops.platform.k8s) give them.
@@ -87,6 +89,7 @@ extends_documentation_fragment:
   - kubernetes.core.helm_common_options
 requirements:
   - helm >= 3.0.0 (on C(PATH), or O(binary_path))
+  - kubernetes (Python) >= 24.2.0, to read the cluster's CRDs
 seealso:
   - module: gpuops.platform.helm_releases
   - module: gpuops.platform.k8s_server_side_apply
@@ -150,6 +153,13 @@ upgrades:
       crds: []
       values_renamed: [{"key": "metrics.serviceMonitor.selector", "candidates": ["metrics.serviceMonitor.additionalLabels"]}]
       values_defaults: [{"key": "featureGates[RayServiceIncrementalUpgrade].enabled", "old": false, "new": true}]
+live_crds:
+  description:
+    - The cluster's CustomResourceDefinitions of the names that the new charts ship (RV(upgrades[].crds)), as the API
+      server returns them, one C(GET) each; a CRD the cluster does not have yet is left out.
+  returned: always
+  type: list
+  elements: dict
 commands:
   description: The helm commands run (arguments after the binary), in order, the values file's path left out.
   returned: always
@@ -166,7 +176,11 @@ from ansible_collections.kubernetes.core.plugins.module_utils.helm import Ansibl
 from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common import (
     HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm, upgrade
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, helm, upgrade
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
 
 try:
     import yaml
@@ -188,6 +202,12 @@ RELEASE_SPEC = dict(
     sensitive=dict(type="bool", default=False),
     layer=dict(type="str", default=""),
 )
+
+
+CRD_ROW = discovery.entry("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+                          False, True)
+# The connection options this module shares with kubernetes.core's helm modules, for the API client.
+AUTH_KEYS = ("kubeconfig", "context", "host", "api_key", "ca_cert", "validate_certs")
 
 
 def _load(text):
@@ -242,6 +262,21 @@ def read_release(run, release, workdir):
             "values_renamed": renamed, "values_defaults": defaults}
 
 
+def read_live_crds(module, upgrades):
+    """The cluster's CRDs of the names the new charts ship, one GET each through the same connection as helm's; a
+    CRD the cluster lacks is left out."""
+    names = sorted(set(upgrade.crd_name(c["object"]) for u in upgrades for c in u["crds"]))
+    if not names:
+        return []
+    try:
+        api = Api(get_api_client(**dict((k, module.params.get(k)) for k in AUTH_KEYS)), [CRD_ROW])
+        return [crd for crd in (api.get(CRD_ROW, name) for name in names) if crd]
+    except CoreException as exc:
+        module.fail_json(msg="Reading the cluster's CRDs that the new charts ship: %s" % exc)
+    except Exception as exc:  # the API client raises many types (connection, TLS, 401); all mean the same here
+        module.fail_json(msg="Reading the cluster's CRDs that the new charts ship failed: %s" % exc)
+
+
 def main():
     spec = dict(HELM_AUTH_ARG_SPEC)
     spec.update(releases=dict(type="list", elements="dict", required=True, options=RELEASE_SPEC))
@@ -260,7 +295,7 @@ def main():
         upgrades = [read_release(run, release, workdir) for release in releases]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    module.exit_json(changed=False, upgrades=upgrades, commands=run.commands)
+    module.exit_json(changed=False, upgrades=upgrades, live_crds=read_live_crds(module, upgrades), commands=run.commands)
 
 
 if __name__ == "__main__":

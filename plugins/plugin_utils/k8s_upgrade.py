@@ -49,18 +49,16 @@ def chart_upgrades(layers, plans, normalise):
     return out
 
 
-def _found(results):
-    """CRDs by name from registered kubernetes.core.k8s_info loop results (one ``resources`` list per item)."""
-    out = {}
-    for result in (results or {}).get("results") or []:
-        for crd in result.get("resources") or []:
-            out[upgrade.crd_name(crd)] = crd
-    return out
+def _found(crds):
+    """CRDs by name from the cluster's CRDs (helm_chart_upgrades' ``live_crds``)."""
+    if not isinstance(crds, list):
+        raise TypeError("the cluster's CRDs must be a list of CustomResourceDefinitions, got %s" % type(crds).__name__)
+    return dict((upgrade.crd_name(crd), crd) for crd in crds)
 
 
 def upgrade_plan(upgrades, live):
-    """The chart upgrades of ``upgrades`` (helm_chart_upgrades' result) against the cluster's ``live`` CRDs (the
-    k8s_info loop results over their names).
+    """The chart upgrades of ``upgrades`` (helm_chart_upgrades' result) against the cluster's ``live`` CRDs (its
+    ``live_crds``).
 
     Returns ``releases``: per release, in order, ``layer``, ``name``, ``namespace``, ``from_version``,
     ``to_version``, ``crds`` (``added`` names, ``changed``: crd_changes entries), ``applied`` (the names of the CRDs

@@ -96,7 +96,7 @@ def upgrades(new):
 
 
 def live(*crds):
-    return {"results": [{"item": upgrade.crd_name(c), "resources": [c]} for c in crds]}
+    return list(crds)
 
 
 def test_the_plan_compares_with_the_cluster_and_applies_only_crds_dir():
@@ -151,6 +151,9 @@ def test_bad_input_is_a_filter_error():
         f.k8s_chart_upgrades([{"layer": "x", "releases": [{"name": "x"}]}], [plan()])
     with pytest.raises(AnsibleFilterError, match="k8s_upgrade_plan"):
         f.k8s_upgrade_plan([{"crds": [{"object": {"kind": "ConfigMap"}}]}], live())
+    # The loop shape of a k8s_info per CRD is no list of CRDs.
+    with pytest.raises(AnsibleFilterError, match="the cluster's CRDs must be a list of CustomResourceDefinitions, got dict"):
+        f.k8s_upgrade_plan([], {"results": []})
 
 
 def test_merged_values_merge_maps_and_replace_the_rest():

@@ -9,6 +9,8 @@ import yaml
 from support.module_args import ExitJson, FailJson, patch_module_args
 
 from ansible.module_utils import basic
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import NotFoundError
 from ansible_collections.gpuops.platform.plugins.modules import helm_chart_upgrades
 
 pytestmark = pytest.mark.usefixtures("module_exits")
@@ -47,13 +49,62 @@ class FakeHelm:
         raise AssertionError(argv)
 
 
-def run(helm, releases=None):
-    with patch_module_args({"releases": [RELEASE] if releases is None else releases}), \
+class FakeApi:
+    """kubernetes.core's client as the module's Api uses it (client.client.request by path); a missing object is
+    kubernetes' NotFoundError, as the dynamic client raises it for a 404."""
+
+    def __init__(self, objects=None, down=False):
+        self.objects, self.down, self.requests, self.auth = dict(objects or {}), down, [], None
+        self.client = self
+
+    def connect(self, **auth):
+        self.auth = auth
+        return self
+
+    def request(self, method, path, serializer=None, **params):
+        self.requests.append((method, path))
+        if self.down:
+            raise ConnectionRefusedError("[Errno 111] Connection refused")
+        if path not in self.objects:
+            raise NotFoundError(ApiException(status=404, reason="Not Found"))
+        return json.loads(json.dumps(self.objects[path]))
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayclusters.ray.io"
+LIVE = dict(CRD, status={"storedVersions": ["v1"]})
+
+
+def run(helm, releases=None, api=None, args=None):
+    api = FakeApi({CRD_PATH: LIVE}) if api is None else api
+    with patch_module_args(dict({"releases": [RELEASE] if releases is None else releases}, **(args or {}))), \
             mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=helm), \
-            mock.patch.object(basic.AnsibleModule, "get_bin_path", return_value="/usr/local/bin/helm"):
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", return_value="/usr/local/bin/helm"), \
+            mock.patch.object(helm_chart_upgrades, "get_api_client", side_effect=api.connect):
         with pytest.raises((ExitJson, FailJson)) as caught:
             helm_chart_upgrades.main()
     return caught.type is ExitJson, caught.value.args[0]
+
+
+def test_the_clusters_crds_of_the_new_charts_names_are_read_through_the_same_connection(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    api = FakeApi({CRD_PATH: LIVE})
+    ok, result = run(FakeHelm(), api=api, args={"host": "https://10.0.0.1:6443", "kubeconfig": str(kubeconfig)})
+    assert ok and result["live_crds"] == [LIVE]
+    assert api.requests == [("GET", CRD_PATH)]
+    assert api.auth["host"] == "https://10.0.0.1:6443" and api.auth["kubeconfig"] == str(kubeconfig)
+    # A CRD the cluster lacks is left out; no CRD in the charts, no call.
+    api = FakeApi()
+    assert run(FakeHelm(), api=api)[1]["live_crds"] == [] and api.requests == [("GET", CRD_PATH)]
+    api = FakeApi()
+    ok, result = run(FakeHelm(), releases=[], api=api)
+    assert ok and result["live_crds"] == [] and api.requests == [] and api.auth is None
+
+
+def test_an_unreachable_api_fails_naming_the_step():
+    ok, result = run(FakeHelm(), api=FakeApi(down=True))
+    assert not ok and "Reading the cluster's CRDs that the new charts ship failed" in result["msg"]
+    assert "Connection refused" in result["msg"] and MARKER not in json.dumps(result)
 
 
 def test_reads_the_new_chart_and_the_deployed_one_and_keeps_the_values_out_of_the_result():
