@@ -65,7 +65,9 @@ def write(server, token, parent=None):
 
 
 def owned(path):
-    """Whether ``path`` is a kubeconfig that write() made: FILE in a PREFIX folder."""
+    """Whether ``path`` is a kubeconfig that write() made: an absolute path, FILE in a PREFIX folder."""
+    if "\0" in path or not os.path.isabs(path):
+        return False
     folder = os.path.dirname(path)
     return os.path.basename(path) == FILE and os.path.basename(folder).startswith(PREFIX)
 
@@ -74,7 +76,7 @@ def remove(path, dry_run=False):
     """Remove the kubeconfig and its folder (not with ``dry_run``); whether anything was there. Refuses any other
     path."""
     if not owned(path):
-        raise TokenKubeconfigError("%r is not a kubeconfig that this module wrote (%s in a %s* folder): "
+        raise TokenKubeconfigError("%r is not a kubeconfig that this module wrote (an absolute path, %s in a %s* folder): "
                                    "nothing was removed" % (path, FILE, PREFIX))
     folder = os.path.dirname(path)
     if not os.path.lexists(folder):

@@ -8,6 +8,7 @@ import yaml
 
 from support.module_args import ExitJson, FailJson, patch_module_args
 
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import token_kubeconfig
 from ansible_collections.gpuops.platform.plugins.modules import k8s_token_kubeconfig
 
 pytestmark = pytest.mark.usefixtures("module_exits")
@@ -78,10 +79,15 @@ def test_any_path_it_did_not_write_is_refused_and_kept(tmp):
         handle.write("someone else's")
     for foreign, reason in ((str(admin / "admin.conf"), "is not a kubeconfig that this module wrote"),
                             (str(admin / "kubeconfig"), "is not a kubeconfig that this module wrote"),
-                            (path, "holds notes besides the kubeconfig")):
+                            (path, "holds notes besides the kubeconfig"),
+                            (os.path.relpath(path), "is not a kubeconfig that this module wrote")):
         ok, result = run({"state": "absent", "path": foreign})
         assert not ok and reason in result["msg"] and "nothing was removed" in result["msg"], result["msg"]
     assert (admin / "admin.conf").read_text() == "keep" and (admin / "kubeconfig").read_text() == "keep"
+    assert os.path.exists(path)
+    # A NUL byte (AnsibleModule refuses one in any argument first; the core refuses it too, with no OS error).
+    with pytest.raises(token_kubeconfig.TokenKubeconfigError, match="is not a kubeconfig that this module wrote"):
+        token_kubeconfig.remove(path + "\0")
     assert os.path.exists(path)
 
 
