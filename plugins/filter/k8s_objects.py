@@ -236,9 +236,9 @@ def _taint_key(taint):
 def k8s_nodes_missing_taints(nodes, taints):
     """Names of the nodes (Node objects) that lack one of ``taints``: the same key, effect and value.
 
-    kubernetes.core.k8s_taint (state present) adds a missing taint and replaces
-    the value of one with the same key and effect; a node that has them all
-    needs no call.
+    gpuops.platform.k8s_node_taints (state present) adds a missing taint and
+    replaces the value of one with the same key and effect; a node that has them
+    all needs no call.
     """
     wanted = [_taint_key(t) for t in taints or []]
     out = []

@@ -18,11 +18,16 @@ __metaclass__ = type
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
 
 try:
-    from kubernetes.dynamic.exceptions import MethodNotAllowedError, NotFoundError, ServiceUnavailableError
+    from kubernetes.dynamic.exceptions import ConflictError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError
 except ImportError:  # the module fails first with kubernetes.core's missing-library message
-    MethodNotAllowedError = NotFoundError = ServiceUnavailableError = None
+    ConflictError = MethodNotAllowedError = NotFoundError = ServiceUnavailableError = None
 
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class Conflict(Exception):
+    """409 Conflict: the object changed since the resourceVersion that a guarded write carried."""
 
 
 def _raw(client, data):
@@ -98,6 +103,14 @@ class Api(object):
             self._request("DELETE", discovery.path(row, namespace, name))
         except NotFoundError:
             pass
+
+    def merge_patch(self, row, name, body, namespace=None):
+        """A JSON merge patch of one object; Conflict when ``body`` carries a ``metadata.resourceVersion`` that is no
+        longer the object's (the server's precondition)."""
+        try:
+            return self._request("PATCH", discovery.path(row, namespace, name), body=body, content_type=MERGE_PATCH)
+        except ConflictError:
+            raise Conflict("%s %s changed since it was read" % (row["kind"], name))
 
     def apply(self, row, body, field_manager, force_conflicts=False):
         """Server-side apply of ``body`` (the server answers with the object as stored)."""

@@ -3,8 +3,9 @@
 It speaks the parts of the API that kubernetes.core and the collection use:
 discovery (/version, /api, /apis), GET of objects and lists (with equality
 label selectors), DELETE (a namespace takes its objects with it), merge
-patches (k8s_taint) and server-side apply, with dry runs (dryRun=All stores
-nothing), answering errors with a Status object like the real server. Every
+patches (k8s_node_taints, gpu_health; one that carries a metadata.resourceVersion
+is refused with 409 Conflict once the object has another, as the real server's
+precondition) and server-side apply, with dry runs (dryRun=All stores nothing), answering errors with a Status object like the real server. Every
 request is recorded so tests can count API calls and check what was sent.
 
 Server-side apply follows the Kubernetes documentation
@@ -1022,6 +1023,11 @@ class FakeAPIServer:
                     return req._send(*merged)
             elif existing is None:
                 return req._send(*self._status(404, "NotFound", '%s "%s" not found' % (plural, name)))
+            elif (patch.get("metadata") or {}).get("resourceVersion") not in (None, existing["metadata"].get("resourceVersion")):
+                # A patch that carries a resourceVersion is guarded by it, as the real server's precondition.
+                return req._send(*self._status(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the object '
+                                               'has been modified; please apply your changes to the latest version '
+                                               'and try again' % (plural, name)))
             else:
                 merged, managed = self._update(key, existing, patch,
                                                (query.get("fieldManager") or ["unknown"])[0])

@@ -96,6 +96,11 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         # Taints merged, not replaced.
         assert {"key": "gpu", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
         assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in node["spec"]["taints"]
+        # One run for both nodes: each read, then one merge patch each (guarded by the version read).
+        taint_task = first.output.split("Taint the GPU nodes]", 1)[1].split("TASK [", 1)[0]
+        assert taint_task.count("changed: [") == 1, taint_task
+        assert sorted(r[1] for r in api.writes() if r[3] == "application/merge-patch+json") == [
+            "/api/v1/nodes/gpu-a", "/api/v1/nodes/gpu-b"]
         applies = [r for r in api.writes() if "apply-patch" in r[3]]
         assert len(applies) == len([o for o in api.objects.values() if o["kind"] != "Node"]) + 2
         said = " ".join(first.output.split())

@@ -128,9 +128,10 @@ def test_the_whole_stack_applies_phase_by_phase_and_a_no_op_only_applies_each_ob
         assert not [c for c in calls if c[0] in ("install", "upgrade", "rollback", "uninstall")]
         # No CRD waited for (all were served at discovery).
         assert not [r for r in api.requests if r[1].startswith("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/")]
-        # Both nodes have their taints: k8s_taint is not run for either.
+        # Both nodes have their taints: k8s_node_taints is not run for either.
         taint_task = noop.output.split("Taint the GPU nodes]", 1)[1].split("TASK [", 1)[0]
         assert "gpu-a" not in taint_task and "gpu-b" not in taint_task, taint_task
+        assert "skipping: [" in taint_task and "ok: [" not in taint_task, taint_task
         noop_flat = " ".join(noop.output.split())
         # Every layer planned in one loop and applied in one pass: a whole-stack no-op runs at most 60 tasks
         # (skipped ones and the test's own fact replay on each GPU node included; 178 before).
