@@ -38,6 +38,14 @@ options:
         in a namespace that the run would create; one module run then reads both.
     type: bool
     default: false
+  nodes:
+    description:
+      - Also list the cluster's nodes (one C(GET /api/v1/nodes)), returned in RV(nodes), each cut to its name and
+        taints.
+      - The C(gpuops.platform.gpu_nodes) role reads them to refuse a GPU node that is not a Kubernetes node and to
+        taint only the nodes that lack a taint; one module run then reads both.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - gpuops.platform.attributes
@@ -117,6 +125,12 @@ namespaces:
   type: list
   elements: str
   sample: [default, gpu-operator, kube-system]
+nodes:
+  description: The cluster's Nodes, sorted by name, each with only C(metadata.name) and C(spec.taints), with O(nodes=true); else empty.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{metadata: {name: gpu-node-01}, spec: {taints: [{key: gpu, value: "true", effect: NoSchedule}]}}]
 requests:
   description:
     - The paths this module asked, in order (C(/api), C(/apis), then any legacy group-versions, then C(/version) where
@@ -141,9 +155,9 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 
 def main():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
-    spec.update(namespaces=dict(type="bool", default=False))
+    spec.update(namespaces=dict(type="bool", default=False), nodes=dict(type="bool", default=False))
     module = AnsibleK8SModule(argument_spec=spec, supports_check_mode=True)
-    namespaces = []
+    namespaces, nodes = [], []
     try:
         client = get_api_client(module=module)
         # The discoverer read its cache file, or asked /version and /apis to write one, when the client started.
@@ -160,6 +174,9 @@ def main():
         if module.params["namespaces"]:
             found["paths"].append("/api/v1/namespaces")
             namespaces = discovery.names(get("/api/v1/namespaces", discovery.JSON))
+        if module.params["nodes"]:
+            found["paths"].append("/api/v1/nodes")
+            nodes = discovery.nodes(get("/api/v1/nodes", discovery.JSON))
     except CoreException as exc:
         module.fail_from_exception(exc)
     except discovery.DiscoveryError as exc:
@@ -170,7 +187,7 @@ def main():
     module.exit_json(changed=False, api_table=table, api_kinds=discovery.api_kinds(table),
                      api_resources=discovery.api_resources(table), server_version=server_version,
                      version=version, aggregated=found["aggregated"], stale=found["stale"],
-                     namespaces=namespaces, requests=found["paths"])
+                     namespaces=namespaces, nodes=nodes, requests=found["paths"])
 
 
 if __name__ == "__main__":

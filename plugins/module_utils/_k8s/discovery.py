@@ -265,6 +265,24 @@ def names(doc, path="/api/v1/namespaces"):
     return sorted(out)
 
 
+def nodes(doc, path="/api/v1/nodes"):
+    """The Nodes of a NodeList answer, each cut to its name and taints (all that the roles read of it at plan time,
+    and a small task result on a cluster of thousands of nodes), sorted by name."""
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise DiscoveryError("GET %s did not answer with a list of objects" % path)
+    out = []
+    for item in items:
+        name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            raise DiscoveryError("GET %s answered with an object that has no metadata.name" % path)
+        taints = (item.get("spec") or {}).get("taints") or []
+        if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
+            raise DiscoveryError("GET %s answered with Node %s whose spec.taints is not a list of taints" % (path, name))
+        out.append({"metadata": {"name": name}, "spec": {"taints": taints}})
+    return sorted(out, key=lambda n: n["metadata"]["name"])
+
+
 def api_kinds(table):
     """Sorted ``apiVersion/Kind`` strings of every served version (``monitoring.coreos.com/v1/ServiceMonitor``)."""
     return sorted(set("%s/%s" % (group_version(e["group"], e["version"]), e["kind"]) for e in table or []))

@@ -185,6 +185,19 @@ def test_allocatable_that_differs_from_the_facts_fails_naming_the_node(tmp_path,
         assert "node gpu-a: allocatable nvidia.com/gpu is %d, expected %d" % (gpus, gpus * 4) in flat, result.output[-3000:]
 
 
+def test_a_gpu_node_that_is_not_a_kubernetes_node_refuses_the_layer_before_any_write(tmp_path, installed_collection):
+    """The discovery run's Node list is what the gpu_nodes plan checks: a label patch would create gpu-b."""
+    with FakeAPIServer() as api:
+        seed(api, str(len(load_facts("hgx-h100")["gpus"]) * 4))
+        del api.objects[("v1", "nodes", "", "gpu-b")]
+        result = run(tmp_path, api, "absent", expect_failure=True, collections=installed_collection)
+        flat = " ".join(result.output.split())
+        assert "GPU node(s) gpu-b are not Kubernetes nodes: join them to the cluster, or set gpu_nodes_node_name" in flat, \
+            result.output[-3000:]
+        assert [r[1] for r in api.requests if r[1].startswith("/api/v1/nodes")] == ["/api/v1/nodes"]
+        assert api.writes() == [] and api.get("Node", "gpu-b") is None
+
+
 def helm_storage(api, release, values, revision, status, chart_version):
     """Seed one revision of ``release`` into Helm's storage, as helm would have left it."""
     api.add_helm_revision({

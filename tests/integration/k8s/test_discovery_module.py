@@ -92,6 +92,21 @@ def test_the_namespaces_are_listed_in_the_same_run_only_when_asked():
         assert {"gpu-operator", "team-b"} <= set(result["namespaces"])
 
 
+def test_the_nodes_are_listed_in_the_same_run_only_when_asked():
+    with FakeAPIServer(version="1.36") as api:
+        taint = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
+        api.add({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-b", "labels": {"x": "y"}},
+                 "spec": {"taints": [taint]}})
+        api.add({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a"}})
+        warm(api)
+        assert discover(api)["nodes"] == [] and "/api/v1/nodes" not in paths(api)
+        del api.requests[:]
+        result = discover(api, nodes=True, namespaces=True)
+        assert paths(api) == ["/api", "/apis", "/api/v1/namespaces", "/api/v1/nodes"] == result["requests"]
+        assert result["nodes"] == [{"metadata": {"name": "gpu-a"}, "spec": {"taints": []}},
+                                   {"metadata": {"name": "gpu-b"}, "spec": {"taints": [taint]}}]
+
+
 def test_a_server_without_aggregation_is_asked_each_group_version():
     with FakeAPIServer(version="1.29") as api:
         api.aggregated = False

@@ -132,6 +132,10 @@ def test_the_whole_stack_applies_phase_by_phase_and_a_no_op_only_applies_each_ob
         taint_task = noop.output.split("Taint the GPU nodes]", 1)[1].split("TASK [", 1)[0]
         assert "gpu-a" not in taint_task and "gpu-b" not in taint_task, taint_task
         assert "skipping: [" in taint_task and "ok: [" not in taint_task, taint_task
+        # The Nodes are listed once, by the discovery run: gpu_nodes runs no lookup of its own.
+        assert [r[0] for r in api.requests if r[1] == "/api/v1/nodes"] == ["GET"], api.requests
+        assert "Look up the cluster's nodes" not in noop.output or re.search(
+            r"Look up the cluster's nodes\][^\n]*\n\s*skipping", noop.output), noop.output
         noop_flat = " ".join(noop.output.split())
         # Every layer planned in one loop and applied in one pass: a whole-stack no-op runs at most 60 tasks
         # (skipped ones and the test's own fact replay on each GPU node included; 178 before).

@@ -229,6 +229,22 @@ def test_a_row_allows_the_verbs_discovery_names_and_a_hand_built_row_any():
     assert d.allows(d.entry("", "v1", "Pod", "pods", True, True), "list")
 
 
+def test_the_nodes_of_a_list_answer_keep_only_name_and_taints_and_a_bad_answer_is_refused():
+    taint = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
+    doc = {"kind": "NodeList", "items": [
+        {"metadata": {"name": "gpu-b", "labels": {"a": "b"}, "resourceVersion": "9"}, "spec": {"taints": [taint]},
+         "status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+        {"metadata": {"name": "gpu-a"}, "spec": {}}]}
+    assert d.nodes(doc) == [{"metadata": {"name": "gpu-a"}, "spec": {"taints": []}},
+                            {"metadata": {"name": "gpu-b"}, "spec": {"taints": [taint]}}]
+    assert d.nodes({"kind": "NodeList", "items": []}) == []
+    for bad, message in (({"kind": "Status"}, "did not answer with a list"), ({"items": [{"metadata": {}}]}, "no metadata.name"),
+                         ({"items": [{"metadata": {"name": "n"}, "spec": {"taints": "gpu"}}]}, "Node n whose spec.taints"),
+                         ({"items": [{"metadata": {"name": "n"}, "spec": {"taints": ["gpu"]}}]}, "Node n whose spec.taints")):
+        with pytest.raises(d.DiscoveryError, match="GET /api/v1/nodes .*" + message):
+            d.nodes(bad)
+
+
 def test_the_names_of_a_list_answer_are_read_sorted_and_a_bad_answer_is_refused():
     doc = {"kind": "NamespaceList", "items": [{"metadata": {"name": "team-b"}}, {"metadata": {"name": "default"}}]}
     assert d.names(doc) == ["default", "team-b"]
