@@ -73,10 +73,10 @@ def _details(result, **first):
     return details
 
 
-def _planned(module, result):
-    """Warn of the plan's warnings; raise its problems as one MigError when it is not valid."""
+def _planned(warn, result):
+    """Warn of the plan's warnings (``warn``: a callable); raise its problems as one MigError when it is not valid."""
     for warning in result.warnings or []:
-        module.warn(warning)
+        warn(warning)
     if not result.valid:
         errors = result.errors
         raise MigError("MIG config '%s' is not valid for this node (%d problem(s)); nothing was changed: %s"
@@ -84,12 +84,23 @@ def _planned(module, result):
     return result
 
 
+def plan_offline(facts, entries, config_name, warn):
+    """The plan of replayed facts, as the module's check mode returns it (its result dict).
+
+    The one function behind the module's replay and the mig role's plan from recorded facts (the
+    ``mig_replay_plan`` filter, on the controller): the same answer either way. Raises MigError when the plan is
+    not valid.
+    """
+    result = _planned(warn, mig_plan.plan_node(facts, entries, config_name, offline=True))
+    return result, _result(result, result.changed)
+
+
 def run_offline(module, facts, entries):
-    result = _planned(module, mig_plan.plan_node(facts, entries, module.params["config_name"], offline=True))
+    result, out = plan_offline(facts, entries, module.params["config_name"], module.warn)
     if result.changed and not module.check_mode:
         raise MigError("replayed facts can only be planned: run in check mode, or against the live node "
                        "to apply", **_details(result))
-    return _result(result, result.changed)
+    return out
 
 
 def _live_rules(mig):
@@ -134,7 +145,7 @@ def run_live(module, entries, nvml, reset):
         def rules_for(gpu):
             return families.get(gpu["index"])
 
-        result = _planned(module, mig_plan.plan_node(facts, entries, name, rules_for=rules_for, offline=False))
+        result = _planned(module.warn, mig_plan.plan_node(facts, entries, name, rules_for=rules_for, offline=False))
         if module.check_mode or not result.changed:
             return _result(result, result.changed)
         actions, reasons, pending = _apply(module, mig, result, families, reset)
@@ -154,9 +165,9 @@ def run_live(module, entries, nvml, reset):
             pass
 
 
-def read_inputs(module):
-    """The selected config entries and the replayed facts (None for a live run); raises MigError on bad input."""
-    params = module.params
+def read_inputs(params):
+    """The selected config entries and the replayed facts (None for a live run), from the module's ``params``
+    (config or config_file, config_name, facts or facts_file); raises MigError on bad input."""
     check_config_name(params["config_name"])
     document = params["config"]
     if params["config_file"]:
@@ -184,7 +195,7 @@ def run(module, nvml, reset, nvml_import_error=None):
     ``nvml``: the pynvml module, None where it cannot be imported (``nvml_import_error`` says why).
     Raises MigError for every problem.
     """
-    entries, facts = read_inputs(module)
+    entries, facts = read_inputs(module.params)
     if facts is not None:
         return run_offline(module, facts, entries)
     if nvml is None:
