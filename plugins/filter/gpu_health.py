@@ -211,7 +211,15 @@ def gpu_health_line(plan, verb="changes"):
     return "%s; %s: %s" % (head, verb, ", ".join(plan["changes"]))
 
 
+def gpu_health_patches(plans):
+    """``[{name, patch}]`` of the plans that change their node, for gpuops.platform.k8s_node_patches."""
+    if not isinstance(plans, list) or not all(isinstance(p, Mapping) for p in plans):
+        raise AnsibleFilterError("gpu_health_patches needs the list that gpu_health_plan returns, got %r" % (plans,))
+    return [{"name": p["name"], "patch": p["patch"]} for p in plans if p.get("changed")]
+
+
 FilterModule = filter_module(
     gpu_health_plan,
     gpu_health_line,
+    gpu_health_patches,
 )

@@ -119,3 +119,14 @@ def test_report_line():
         "critical (GPU 0: GPU is lost); would change: label gpuops.io/gpu-health=critical (was unset), "
         "annotation gpuops.io/gpu-health-reasons set, taint gpuops.io/gpu-unhealthy=true:NoSchedule, cordon")
     assert f.gpu_health_line(plan(OK, k8s(labels={"gpuops.io/gpu-health": "ok"}))) == "ok; no change"
+
+
+def test_the_patches_are_those_of_the_plans_that_change_their_node():
+    changing = plan(CRITICAL, k8s(taints=[FOREIGN]))
+    unchanged = plan(OK, k8s(labels={"gpuops.io/gpu-health": "ok"}))
+    assert changing["changed"] and not unchanged["changed"]
+    assert f.gpu_health_patches([changing, unchanged]) == [{"name": "n1", "patch": changing["patch"]}]
+    assert f.gpu_health_patches([]) == []
+    for bad in ("n1", [None], None):
+        with pytest.raises(AnsibleFilterError, match="gpu_health_patches needs the list that gpu_health_plan returns"):
+            f.gpu_health_patches(bad)
