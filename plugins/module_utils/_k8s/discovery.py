@@ -251,8 +251,8 @@ def discover(get, version=True):
             "version": version_doc, "server_version": server_version(version_doc) if version else None, "paths": paths}
 
 
-def names(doc, path="/api/v1/namespaces"):
-    """The sorted object names of a list answer (a NamespaceList, say)."""
+def _named_items(doc, path):
+    """``[(name, object)]`` of a list answer; DiscoveryError for one that is not a list of named objects."""
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise DiscoveryError("GET %s did not answer with a list of objects" % path)
@@ -261,21 +261,20 @@ def names(doc, path="/api/v1/namespaces"):
         name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
         if not isinstance(name, str) or not name:
             raise DiscoveryError("GET %s answered with an object that has no metadata.name" % path)
-        out.append(name)
-    return sorted(out)
+        out.append((name, item))
+    return out
+
+
+def names(doc, path="/api/v1/namespaces"):
+    """The sorted object names of a list answer (a NamespaceList, say)."""
+    return sorted(name for name, _item in _named_items(doc, path))
 
 
 def nodes(doc, path="/api/v1/nodes"):
     """The Nodes of a NodeList answer, each cut to its name and taints (all that the roles read of it at plan time,
     and a small task result on a cluster of thousands of nodes), sorted by name."""
-    items = doc.get("items") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        raise DiscoveryError("GET %s did not answer with a list of objects" % path)
     out = []
-    for item in items:
-        name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not name:
-            raise DiscoveryError("GET %s answered with an object that has no metadata.name" % path)
+    for name, item in _named_items(doc, path):
         taints = (item.get("spec") or {}).get("taints") or []
         if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
             raise DiscoveryError("GET %s answered with Node %s whose spec.taints is not a list of taints" % (path, name))

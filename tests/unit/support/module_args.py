@@ -73,3 +73,22 @@ def module_exits():
 
     with mock.patch.multiple(basic.AnsibleModule, exit_json=_exit_json, fail_json=_fail_json):
         yield
+
+
+def run_main(main, args, check_mode=False, diff=False, patches=()):
+    """``(ok, result)`` of a module's ``main()`` run with ``args`` (in check or diff mode), inside the context
+    managers ``patches`` (``mock.patch.object(...)`` of its client, say); needs the ``module_exits`` fixture."""
+    import pytest
+
+    args = dict(args)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(patch_module_args(args))
+        for patch in patches:
+            stack.enter_context(patch)
+        with pytest.raises((ExitJson, FailJson)) as caught:
+            main()
+    return caught.type is ExitJson, caught.value.args[0]

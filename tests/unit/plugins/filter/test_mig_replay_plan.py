@@ -1,9 +1,10 @@
 """mig_replay_plan: the mig role's plan of recorded facts on the controller is the nvidia_mig module's check-mode
-result for the same facts and config, key for key, for every recorded node and a change, a no-op, a skip and a
-refusal; bad input is refused with the module's message or a named type error."""
+result for the same facts and config, key for key, for every recorded node and every MIG config NVIDIA's GPU Operator
+ships; bad input is refused with the module's message or a named type error."""
 import json
 
 import pytest
+import yaml
 
 from ansible.errors import AnsibleFilterError
 
@@ -13,47 +14,47 @@ from support.module_args import ExitJson, FailJson, patch_module_args
 
 pytestmark = pytest.mark.usefixtures("module_exits")
 
-CONFIG = {"version": "v1", "mig-configs": {
-    "all-1g": [
-        {"device-filter": ["0x233010DE", "0x20B210DE"], "devices": "all", "mig-enabled": True,
-         "mig-devices": {"1g.10gb": 7}},
-        {"device-filter": "0x233510DE", "devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 7}},
-    ],
-    "off": [{"devices": "all", "mig-enabled": False}],
-    "two-7g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"7g.80gb": 2}}],
-}}
+# NVIDIA's own MIG configs, as the GPU Operator ships them (../shared/reference/mig-parted).
+NVIDIA_CONFIG = ("mig-parted", "gpu-operator-default-mig-parted-config.yaml")
+CONFIG = {"version": "v1", "mig-configs": {"off": [{"devices": "all", "mig-enabled": False}]}}
 # The module's own keys, which a filter result has no use for.
 MODULE_KEYS = {"invocation", "warnings", "deprecations"}
 
 
-def module_result(facts, name):
-    with patch_module_args({"config": CONFIG, "config_name": name, "facts": facts, "_ansible_check_mode": True}):
+def module_result(facts, config, name):
+    with patch_module_args({"config": config, "config_name": name, "facts": facts, "_ansible_check_mode": True}):
         with pytest.raises((ExitJson, FailJson)) as caught:
             nvidia_mig.main()
     return caught.type is ExitJson, caught.value.args[0]
 
 
 @pytest.mark.parametrize("node", ["hgx-h100", "h200-mig", "dgx-a100", "l40s"])
-@pytest.mark.parametrize("name", ["all-1g", "off", "two-7g"])
-def test_the_filter_gives_the_modules_result(fixtures_dir, node, name):
+def test_the_filter_gives_the_modules_result_for_every_nvidia_config(fixtures_dir, shared_reference, node):
+    config = yaml.safe_load(shared_reference.joinpath(*NVIDIA_CONFIG).read_text())
     facts = json.loads((fixtures_dir / "nvml" / ("%s.json" % node)).read_text())
-    ok, expected = module_result(facts, name)
-    if ok:
-        got = mig_replay_plan(facts, CONFIG, "", name)
-        assert got == dict((k, v) for k, v in expected.items() if k not in MODULE_KEYS)
-    else:
-        with pytest.raises(AnsibleFilterError) as caught:
-            mig_replay_plan(facts, CONFIG, "", name)
-        assert str(caught.value) == expected["msg"]
+    outcomes = set()
+    for name in config["mig-configs"]:
+        ok, expected = module_result(facts, config, name)
+        if ok:
+            got = mig_replay_plan(facts, config, "", name)
+            assert got == dict((k, v) for k, v in expected.items() if k not in MODULE_KEYS), name
+            outcomes.add("change" if got["changed"] else "no change")
+        else:
+            with pytest.raises(AnsibleFilterError) as caught:
+                mig_replay_plan(facts, config, "", name)
+            assert str(caught.value) == expected["msg"], name
+            outcomes.add("refused")
+    # Each node meets a change, and a config its GPUs cannot take (another GPU's profiles).
+    assert {"change", "refused"} <= outcomes or node == "l40s", outcomes
 
 
-def test_a_config_file_on_the_controller_is_read(fixtures_dir, tmp_path):
+def test_an_inline_config_plans_as_its_file_and_a_missing_file_is_named(fixtures_dir, tmp_path):
     path = tmp_path / "mig.yaml"
     path.write_text(json.dumps(CONFIG))
     facts = json.loads((fixtures_dir / "nvml" / "hgx-h100.json").read_text())
-    assert mig_replay_plan(facts, {}, str(path), "all-1g") == mig_replay_plan(facts, CONFIG, "", "all-1g")
+    assert mig_replay_plan(facts, {}, str(path), "off") == mig_replay_plan(facts, CONFIG, "", "off")
     with pytest.raises(AnsibleFilterError, match="config_file .*missing.yaml"):
-        mig_replay_plan(facts, {}, str(tmp_path / "missing.yaml"), "all-1g")
+        mig_replay_plan(facts, {}, str(tmp_path / "missing.yaml"), "off")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -6,7 +6,7 @@ from unittest import mock
 
 import pytest
 
-from support.module_args import ExitJson, FailJson, patch_module_args
+from support.module_args import run_main
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
@@ -44,13 +44,8 @@ class FakeApi:
 
 
 def run(api, patches, check_mode=False):
-    args = {"patches": patches}
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args), mock.patch.object(k8s_node_patches, "get_api_client", side_effect=api.connect):
-        with pytest.raises((ExitJson, FailJson)) as caught:
-            k8s_node_patches.main()
-    return caught.type is ExitJson, caught.value.args[0]
+    return run_main(k8s_node_patches.main, {"patches": patches}, check_mode,
+                    patches=[mock.patch.object(k8s_node_patches, "get_api_client", side_effect=api.connect)])
 
 
 def test_every_patch_goes_out_as_planned_in_one_run():

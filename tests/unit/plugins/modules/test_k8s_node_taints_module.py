@@ -5,7 +5,7 @@ from unittest import mock
 
 import pytest
 
-from support.module_args import ExitJson, FailJson, patch_module_args
+from support.module_args import run_main
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
@@ -51,15 +51,8 @@ class FakeApi:
 
 
 def run(api, args, check_mode=False, diff=False):
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args), mock.patch.object(k8s_node_taints, "get_api_client", side_effect=api.connect):
-        with pytest.raises((ExitJson, FailJson)) as caught:
-            k8s_node_taints.main()
-    return caught.type is ExitJson, caught.value.args[0]
+    return run_main(k8s_node_taints.main, args, check_mode, diff,
+                    [mock.patch.object(k8s_node_taints, "get_api_client", side_effect=api.connect)])
 
 
 def test_one_run_reads_every_node_then_patches_those_that_lack_a_taint():
