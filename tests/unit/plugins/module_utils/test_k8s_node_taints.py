@@ -66,8 +66,8 @@ def test_absent_removes_by_key_and_effect_only():
 def test_every_node_is_read_before_any_is_patched_and_each_patch_carries_the_version_read():
     nodes = Nodes({"gpu-a": [NOT_READY], "gpu-b": [GPU], "gpu-c": []})
     results = run(nodes, ["gpu-a", "gpu-b", "gpu-c"])
-    assert [c[:2] for c in nodes.calls] == [("GET", "gpu-a"), ("GET", "gpu-b"), ("GET", "gpu-c"),
-                                             ("PATCH", "gpu-a"), ("PATCH", "gpu-c")]
+    assert [c[:2] for c in nodes.calls] == [
+        ("GET", "gpu-a"), ("GET", "gpu-b"), ("GET", "gpu-c"), ("PATCH", "gpu-a"), ("PATCH", "gpu-c")]
     assert nodes.calls[3][2] == {"metadata": {"resourceVersion": "1"}, "spec": {"taints": [NOT_READY, GPU]}}
     assert [(r["name"], r["changed"]) for r in results] == [("gpu-a", True), ("gpu-b", False), ("gpu-c", True)]
     assert results[0]["before"] == [NOT_READY] and results[0]["after"] == [NOT_READY, GPU]
