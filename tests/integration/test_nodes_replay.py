@@ -116,8 +116,11 @@ def test_each_host_is_planned_from_its_own_facts(run):
     assert "no change" in b and "installed 570.172.08 -> 570.172.08" in b
     assert str(replay_dir / "gpu-a.json") in a and "l40s.json" in b
     tasks = _tasks(stdout)
-    assert sorted(tasks["gpuops.platform.mig : Plan the MIG layout"]) == ["changed: [gpu-a -> localhost]",
-                                                                          "skipping: [gpu-b]"]
+    # Planned on the controller from gpu-a's recorded facts (mig_replay_plan), no module run: a change, as the
+    # module reported it; gpu-b has no MIG config.
+    assert sorted(tasks["gpuops.platform.mig : Plan the MIG layout from the recorded facts"]) == ["changed: [gpu-a]",
+                                                                                              "skipping: [gpu-b]"]
+    assert sorted(tasks["gpuops.platform.mig : Plan the MIG layout"]) == ["skipping: [gpu-a]", "skipping: [gpu-b]"]
     assert "nvidia.com/mig-1g.10gb: 56" in stdout
 
 
