@@ -118,8 +118,8 @@ def test_each_host_is_planned_from_its_own_facts(run):
     tasks = _tasks(stdout)
     # Planned on the controller from gpu-a's recorded facts (mig_replay_plan), no module run: a change, as the
     # module reported it; gpu-b has no MIG config.
-    assert sorted(tasks["gpuops.platform.mig : Plan the MIG layout from the recorded facts"]) == ["changed: [gpu-a]",
-                                                                                              "skipping: [gpu-b]"]
+    planned = tasks["gpuops.platform.mig : Plan the MIG layout from the recorded facts"]
+    assert sorted(planned) == ["changed: [gpu-a]", "skipping: [gpu-b]"]
     assert sorted(tasks["gpuops.platform.mig : Plan the MIG layout"]) == ["skipping: [gpu-a]", "skipping: [gpu-b]"]
     assert "nvidia.com/mig-1g.10gb: 56" in stdout
 
