@@ -19,7 +19,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# A Node's name is a DNS subdomain (RFC 1123, as Kubernetes validates it): ASCII only, matched whole.
+NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z", re.ASCII)
 # A node whose taints keep changing under us (another controller writing them) stops the run, named.
 ATTEMPTS = 5
 
@@ -62,8 +66,9 @@ def check_names(names):
     if not isinstance(names, list):
         raise TaintError("nodes must be a list of node names, got %r" % (names,))
     for name in names:
-        if not _text(name) or not name or "/" in name:
-            raise TaintError("nodes: %r is not a node name" % (name,))
+        if not isinstance(name, str) or len(name) > 253 or not NODE_NAME.match(name):
+            raise TaintError("nodes: %r is not a node name (a DNS subdomain: lowercase ASCII letters, digits, '-' "
+                             "and '.')" % (name,))
     repeated = sorted(set(n for n in names if names.count(n) > 1))
     if repeated:
         raise TaintError("nodes: %s named more than once" % ", ".join(repeated))

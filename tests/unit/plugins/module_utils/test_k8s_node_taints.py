@@ -132,6 +132,13 @@ def test_bad_taints_are_named(taints, message):
     (["../secrets"], "is not a node name"),
     ([""], "is not a node name"),
     ([None], "is not a node name"),
+    (["gpu-a\n"], "is not a node name"),
+    (["gpu\x00a"], "is not a node name"),
+    (["ｇpu-a"], "is not a node name"),
+    (["gpu-١"], "is not a node name"),
+    (["GPU-A"], "is not a node name"),
+    ([["gpu-a"]], "is not a node name"),
+    (["a" * 254], "is not a node name"),
 ])
 def test_bad_node_names_are_named(names, message):
     with pytest.raises(TaintError, match=message.replace("(", r"\(").replace(")", r"\)")):
