@@ -33,7 +33,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._mig import config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, fleet_approval, recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_setting_errors
-from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import health_verdict
+from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import HealthVerdictError, health_verdict
 
 PLAN_VERSION = 1
 NVIDIA_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{4}10DE\Z")
@@ -296,6 +296,11 @@ def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config
         host["valid"] = False
         return host
     problems = check_gpus(facts)
+    try:
+        health = None if problems else plan_health(facts)
+    except HealthVerdictError as exc:
+        # A damaged record (health of the wrong type or an unknown status) is this host's error, not the run's.
+        problems.append(str(exc))
     if problems:
         host["errors"].extend(problems)
         host["valid"] = False
@@ -308,7 +313,7 @@ def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config
 
     host["driver"], errors = plan_driver(settings, facts)
     host["errors"].extend(errors)
-    host["health"] = plan_health(facts)
+    host["health"] = health
     host["fabric"], errors, warnings = plan_fabric(settings, facts)
     host["errors"].extend(errors)
     host["warnings"].extend(warnings)

@@ -348,6 +348,21 @@ def test_a_host_whose_facts_break_the_planner_is_that_hosts_error(tmp_path, monk
     assert out["summary"]["hosts_invalid"] == ["bad"] and out["errors"][0].startswith("bad: ")
 
 
+@pytest.mark.parametrize("health, error", [
+    (7, "health in the node's facts must be a mapping, got 7"),
+    ({"status": 7, "reasons": []}, "unknown health status 7 in its facts"),
+    ({"status": "fine"}, "unknown health status 'fine' in its facts"),
+])
+def test_a_damaged_health_record_is_that_hosts_own_error(tmp_path, health, error):
+    """plan_host never raises for the host's own facts: the record's field is named, nothing else is planned."""
+    bad = fixture("hgx-h100")
+    (bad.get("ansible_facts", {}).get("nvidia") or bad)["health"] = health
+    out = plan(tmp_path, {"bad": (bad, {}), "good": ("hgx-h100", {})})
+    assert out["hosts"]["bad"]["errors"] == [error]
+    assert not out["hosts"]["bad"]["valid"] and out["hosts"]["bad"]["health"] is None
+    assert out["hosts"]["good"]["valid"] and out["hosts"]["good"]["health"]["status"] == "ok"
+
+
 @pytest.mark.parametrize("hostvars, error", [
     ({"gpu_nodes_host_labels": ["gpu=true"]}, "gpu_nodes_host_labels must be a mapping, got list ['gpu=true']"),
     ({"gpu_nodes_host_labels": {1: "x"}}, "gpu_nodes_host_labels must map label names (strings) to values"),
