@@ -66,8 +66,15 @@ trap 'rm -rf "$logs"' EXIT
 run_stage() {
   local s=$1 start=$SECONDS rc=0
   log "stage: $s"
-  "stage_$s" || rc=$?
-  printf -- '--- %s took %ss\n' "$s" $((SECONDS - start))
+  # In a subshell, so that `times` gives this stage's CPU alone (user, system).
+  (
+    rc=0
+    "stage_$s" || rc=$?
+    times >"$logs/$s.times"
+    read -r -a cpu < <(tail -1 "$logs/$s.times")
+    printf -- '--- %s took %ss, CPU %s user %s system\n' "$s" $((SECONDS - start)) "${cpu[0]}" "${cpu[1]}"
+    exit "$rc"
+  ) || rc=$?
   echo "$rc" >"$logs/$s.rc"
 }
 
