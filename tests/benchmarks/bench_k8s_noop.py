@@ -3,13 +3,18 @@
 
 Not a test: run it by hand, on an idle machine, from the repository root:
 
-    .venv/bin/python tests/benchmarks/bench_k8s_noop.py [--scenario core|full] [--runs 3] [--collection-tree DIR]
+    .venv/bin/python tests/benchmarks/bench_k8s_noop.py [--scenario core|full|example] [--runs 3] [--latency-ms MS]
+        [--collection-tree DIR]
 
 `--scenario core` applies the configuration of
 tests/integration/k8s/test_core_apply.py: two tenants, time-slicing, two GPU
 nodes, and the layers with Helm releases off. `--scenario full` is
 test_stack_apply.py's: every layer on (the GPU Operator, Volcano, Kueue, KubeRay
 with a RayCluster, KAI, the DRA driver, the Network Operator and the tenants).
+`--scenario example` applies `inventories/example` as a site runs it: its own
+group_vars (the layers and releases they turn on), its ten GPU nodes with
+recorded facts, each Node in the cluster advertising what its device-plugin
+config makes of its GPUs, and the GPU Operator's ClusterPolicy reconciled.
 No chart is installed here: each release is seeded into Helm's storage as
 deployed with the chart and values that a render of the same inventory gives,
 and the CRDs that its chart would install are seeded as Established. The real
@@ -28,7 +33,13 @@ cache file (an empty TMPDIR), as in a fresh execution environment.
 `--collection-tree` builds the collection from another checkout (for example
 `git archive <rev> | tar -x -C /tmp/rev`) to compare before and after.
 
-The full scenario is timed against the Ansible floor: one `ansible-playbook`
+`--latency-ms` makes every API call take that long on the in-memory server
+before it is answered, for the no-op and the floors alike: a real
+kube-apiserver's round trip, authentication, admission and etcd, which this
+server does not have. The processes (ansible-playbook, each module, helm) are
+the real ones, so their start-up costs what it costs.
+
+The full and example scenarios are timed against the Ansible floor: one `ansible-playbook`
 run with a single `kubernetes.core.k8s` server-side apply task of the same
 objects (the rendered manifests), plus `helm status` per release, on the same
 in-memory API server, its kubernetes.core discovery cache filled by a first
@@ -51,13 +62,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "k8s"))
 
+import fake_apiserver  # noqa: E402
 from fake_apiserver import FakeAPIServer  # noqa: E402
+from k8s_support import render_cluster  # noqa: E402
 import test_core_apply as core  # noqa: E402
+import test_sched_apply as sched  # noqa: E402
 import test_stack_apply as stack  # noqa: E402
 from conftest import HelmCalls  # noqa: E402
 
@@ -106,6 +122,56 @@ class Full(Core):
                       if not p.parent.name.endswith("-gpu_smoke_test"))
 
 
+class Example(Full):
+    """inventories/example as a site runs it: its own group_vars (every layer they turn on, their releases), its
+    ten GPU nodes with recorded facts, each release already deployed as planned and each Node in the cluster."""
+    inventory = ROOT / "inventories" / "example" / "hosts.yml"
+    nodes = dict([("hgx-h100-%02d.gpu.example.com" % i, {"facts": "hgx-h100"}) for i in range(1, 5)]
+                 + [("l40s-%02d.gpu.example.com" % i, {"facts": "l40s"}) for i in range(1, 7)])
+    # Test timing only: one read of the Nodes' allocatable resources, no pause.
+    extra = {"gpu_nodes_validate_retries": 1, "gpu_nodes_validate_delay": 0}
+
+    def seed(self, api):
+        for group_version, kinds in sched.KINDS.items():
+            fake_apiserver.RESOURCES[group_version] = kinds
+        fake_apiserver.RESOURCES["monitoring.coreos.com/v1"] = [
+            ("prometheusrules", "PrometheusRule", True), ("servicemonitors", "ServiceMonitor", True)]
+        planned = render_cluster(self.work / "render", extra_vars=self.extra, nodes=self.nodes, inventory=self.inventory,
+                                 collections_path=self.collections, playbook=self.playbook)
+        # Each Node advertises what its device-plugin config makes of its GPUs (the example time-slices the L40S).
+        group_vars = self.inventory.parent / "group_vars"
+        sharing = yaml.safe_load((group_vars / "k8s_control" / "gpu_sharing.yml").read_text())["gpu_sharing_configs"]
+        replicas = dict((c["name"], c.get("replicas", 1)) for c in sharing)
+        pools = {"hgx-h100": "hgx_h100", "l40s": "inference_l40s"}
+        for name, spec in sorted(self.nodes.items()):
+            config = yaml.safe_load((group_vars / pools[spec["facts"]] / "gpu_nodes.yml").read_text())
+            gpus = str(len(core.load_facts(spec["facts"])["gpus"]) * replicas[config["gpu_nodes_device_plugin_config"]])
+            api.add({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                     "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": gpus}}})
+        for entry in planned.releases.values():
+            api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": entry["release"]["namespace"]}})
+            core.helm_storage(api, entry["release"], entry["values"], 1, "deployed", entry["release"]["version"])
+        for name, (group, version, plural, kind, scope) in stack.CHART_CRDS.items():
+            api.add({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                     "metadata": {"name": name},
+                     "spec": {"group": group, "scope": scope, "names": {"plural": plural, "kind": kind},
+                              "versions": [{"name": version, "served": True, "storage": True}]},
+                     "status": {"conditions": [{"type": "Established", "status": "True"}]}})
+        # The GPU Operator's own ClusterPolicy (its chart makes it), reconciled: the wait for it takes one read.
+        fake_apiserver.RESOURCES["nvidia.com/v1"] = [("clusterpolicies", "ClusterPolicy", False)]
+        api.add({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+                 "status": {"state": "ready"}})
+        self.releases = sorted(planned.releases)
+
+    def run(self, api, name):
+        return render_cluster(self.work / name, extra_vars=dict(self.extra, gpuops_k8s_render_dir="",
+                                                                gpuops_k8s_host=api.url, gpuops_k8s_api_key=core.TOKEN),
+                              nodes=self.nodes, inventory=self.inventory, playbook=self.playbook,
+                              env=dict({"K8S_AUTH_HOST": None, "K8S_AUTH_KUBECONFIG": None}, **self.env),
+                              collections_path=self.collections)
+
+
+SCENARIOS = {"core": Core, "full": Full, "example": Example}
 KINDS = ("discovery", "GET", "LIST", "PATCH", "DELETE")
 
 
@@ -205,7 +271,6 @@ def ansible_floor(api, scenario, args):
     """The issue's floor: one ansible-playbook run with a single kubernetes.core.k8s server-side apply task of the
     same objects (the rendered manifests), plus helm status per release; timed beside the no-op, its discovery cache
     filled by a first run, as kubernetes.core's own cache is on a warm execution environment."""
-    import yaml  # ansible-core's own dependency
     home = scenario.work / "ansible-floor"
     kubeconfig = _kubeconfig(api, home)
     objects = [doc for path in scenario.manifests() for doc in yaml.safe_load_all(path.read_text()) if doc]
@@ -236,7 +301,10 @@ def ansible_floor(api, scenario, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=["core", "full"], default="core")
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="core")
+    parser.add_argument("--latency-ms", type=float, default=0.0,
+                        help="milliseconds each API call takes on the in-memory server, for the no-op and the floor alike "
+                             "(a real kube-apiserver's round trip; 0: none)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--collection-tree", default=str(ROOT), help="checkout to build the collection from")
     parser.add_argument("--kubectl", help="kubectl binary: time the floor beside the no-op (full scenario)")
@@ -254,11 +322,11 @@ def main():
     (work / "helm-wrapper").mkdir()
     helm = HelmCalls(work / "helm-wrapper", Path(args.helm).resolve())
     collections_path = build(Path(args.collection_tree), work)
-    scenario = (Full if args.scenario == "full" else Core)(work, collections_path, Path(args.collection_tree).resolve(),
-                                                           helm)
+    scenario = SCENARIOS[args.scenario](work, collections_path, Path(args.collection_tree).resolve(), helm)
     with FakeAPIServer() as api:
         scenario.seed(api)
         first = scenario.run(api, "setup")
+        api.latency = args.latency_ms / 1000.0
         objects = len([1 for m, dummy, q, dummy in api.requests if m == "PATCH" and not q.get("dryRun")])
         rows = []
         for i in range(args.runs):
@@ -283,15 +351,15 @@ def main():
             if "changed=0" not in [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1]:
                 print("  not a no-op: " + [ln for ln in result.output.splitlines() if ln.startswith("localhost ")][-1])
         floor_s = None
-        if args.scenario == "full":
+        if args.scenario != "core":
             floor_s = ansible_floor(api, scenario, args)
-        if args.kubectl and args.helm and args.scenario == "full":
+        if args.kubectl and args.helm and args.scenario != "core":
             floor(api, scenario, args)
     print("scenario %s: %d tasks on the first apply, %d server-side apply PATCHes then" % (
         args.scenario, first.tasks, objects))
     print("median: %.1f s, %d tasks, %d API calls (%s) (collection from %s)" % (
         statistics.median(r[0] for r in rows), rows[-1][1], rows[-1][2], by_kind(rows[-1][3]), args.collection_tree))
-    if args.scenario == "full":
+    if args.scenario != "core":
         print("releases seeded as deployed: %s" % ", ".join(scenario.releases))
         print("no-op against the ansible floor: %.1fx" % (statistics.median(r[0] for r in rows) / floor_s))
 

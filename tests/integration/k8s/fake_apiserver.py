@@ -425,6 +425,9 @@ class FakeAPIServer:
         # The server's clock, as metav1.Time writes it (RFC 3339, seconds, UTC); tests may replace it.
         self.now = lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.crd_delay = 0.0       # seconds from a CRD's creation to Established
+        # Seconds each call takes before it is answered (a real server's round trip, authentication,
+        # admission and etcd): the benchmark sets it; calls in flight wait side by side, as on a real server.
+        self.latency = 0.0
         self._crds = {}            # CRD name -> (due time, CRD object) until Established
         self.served = {}           # group/version -> [(plural, Kind, namespaced)] served by established CRDs
         self.authorizations = set()  # Authorization headers seen, to prove a credential arrived
@@ -943,6 +946,8 @@ class FakeAPIServer:
             self.managed.pop(key, None)
 
     def handle(self, req, method):
+        if self.latency:
+            time.sleep(self.latency)
         url = urlparse(req.path)
         query = parse_qs(url.query)
         length = int(req.headers.get("Content-Length") or 0)

@@ -22,6 +22,7 @@ Each behaviour comes from the Kubernetes documentation:
 Plain HTTP, no Ansible: these run in a second.
 """
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -476,3 +477,22 @@ def test_openapi_v3_names_each_group_version_and_the_field_validation_of_each_pa
     assert "/api/v1/nodes/{name}" in core["paths"]
     assert not [p for p in core["paths"] if "/bindings/" in p]
     assert call(api, "GET", "/openapi/v3/apis/example.com/v1")[0] == 404
+
+
+def test_latency_delays_every_answer_and_calls_in_flight_wait_side_by_side(api):
+    """The benchmark's per-call cost (--latency-ms): each answer waits; concurrent calls do not queue behind each other."""
+    api.latency = 0.2
+    start = time.monotonic()
+    assert call(api, "GET", "/version")[0] == 200
+    assert time.monotonic() - start >= 0.2
+    start = time.monotonic()
+    threads = [threading.Thread(target=call, args=(api, "GET", "/api/v1/nodes")) for dummy in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert 0.2 <= time.monotonic() - start < 0.6
+    api.latency = 0.0
+    start = time.monotonic()
+    call(api, "GET", "/version")
+    assert time.monotonic() - start < 0.2
