@@ -42,6 +42,16 @@ def _worse(status, other):
     return other if nvml.HEALTH_ORDER[other] > nvml.HEALTH_ORDER[status] else status
 
 
+def _texts(value, field):
+    """A recorded list of reasons: absent or a list of strings, else the field is named (a string would be read
+    letter by letter, a number not at all)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(text, str) for text in value):
+        raise HealthVerdictError("%s in the node's facts must be a list of strings, got %r" % (field, value))
+    return list(value)
+
+
 def health_verdict(facts):
     """``{status, reasons, gpus, unhealthy_gpus, judged}`` of one node's nvml_facts.
 
@@ -58,21 +68,24 @@ def health_verdict(facts):
     status = recorded.get("status", "ok")
     if status not in STATUSES:
         raise HealthVerdictError("unknown health status %r in its facts" % (status,))
+    recorded_reasons = _texts(recorded.get("reasons"), "health.reasons")
     reasons = []
 
     def note(texts):
         reasons.extend(t for t in texts if t not in reasons)
 
-    recorded_reasons = [str(r) for r in recorded.get("reasons") or []]
+    listed = facts.get("gpus") or []
+    if not isinstance(listed, list) or not all(isinstance(gpu, Mapping) for gpu in listed):
+        raise HealthVerdictError("gpus in the node's facts must be a list of mappings, got %r" % (listed,))
     gpus = []
-    for gpu in facts.get("gpus") or []:
+    for gpu in listed:
         gstatus, greasons = nvml.gpu_health(gpu)
         gpus.append({"index": gpu.get("index"), "status": gstatus, "reasons": greasons})
         status = _worse(status, gstatus)
         note("GPU %s: %s" % (gpu.get("index"), r) for r in greasons)
     if facts.get("present") and facts.get("reboot_required"):
         status = _worse(status, "warning")
-        note(facts.get("reboot_reasons") or [])
+        note(_texts(facts.get("reboot_reasons"), "reboot_reasons"))
     # The recorded summary's own reasons, each that the fields did not already give (a repeat of its own stays).
     derived = set(reasons)
     reasons.extend(r for r in recorded_reasons if r not in derived)

@@ -57,6 +57,15 @@ def test_reasons_are_not_repeated_when_the_summary_agrees_with_the_fields():
     ({"present": True, "health": {"status": "bad"}}, "unknown health status 'bad'"),
     ({"present": True, "health": "ok"}, "health in the node's facts must be a mapping"),
     ("ok", "must be a mapping"),
+    # A string would be read letter by letter, a bool or number not at all: the field is named.
+    ({"present": True, "health": {"status": "ok", "reasons": True}},
+     r"health.reasons in the node's facts must be a list of strings, got True"),
+    ({"present": True, "health": {"status": "ok", "reasons": "ECC"}}, r"health.reasons .* got 'ECC'"),
+    ({"present": True, "health": {"status": "ok", "reasons": [3]}}, r"health.reasons .* got \[3\]"),
+    ({"present": True, "reboot_required": True, "reboot_reasons": 1, "health": {"status": "ok"}},
+     "reboot_reasons in the node's facts must be a list of strings, got 1"),
+    ({"present": True, "gpus": {"0": {}}, "health": {"status": "ok"}}, "gpus in the node's facts must be a list of mappings"),
+    ({"present": True, "gpus": ["GPU-0"], "health": {"status": "ok"}}, "gpus in the node's facts must be a list of mappings"),
 ])
 def test_unreadable_health_is_refused(facts, words):
     with pytest.raises(HealthVerdictError, match=words):
