@@ -27,11 +27,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import reprlib
 from collections.abc import Mapping
 
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 
 STATUSES = ("ok", "warning", "critical")
+
+# A refused value as the error shows it: a few levels, items and characters, never the whole of a huge or
+# thousands-deep value (whose full repr is megabytes, or a RecursionError).
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 3, 5, 5, 60, 60
 
 
 class HealthVerdictError(ValueError):
@@ -48,7 +54,7 @@ def _texts(value, field):
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(text, str) for text in value):
-        raise HealthVerdictError("%s in the node's facts must be a list of strings, got %r" % (field, value))
+        raise HealthVerdictError("%s in the node's facts must be a list of strings, got %s" % (field, _SHOWN.repr(value)))
     return list(value)
 
 
@@ -61,13 +67,13 @@ def health_verdict(facts):
     status that is not one of ok, warning, critical.
     """
     if not isinstance(facts, Mapping):
-        raise HealthVerdictError("the node's nvml_facts must be a mapping, got %r" % (facts,))
+        raise HealthVerdictError("the node's nvml_facts must be a mapping, got %s" % (_SHOWN.repr(facts),))
     recorded = facts.get("health") or {}
     if not isinstance(recorded, Mapping):
-        raise HealthVerdictError("health in the node's facts must be a mapping, got %r" % (recorded,))
+        raise HealthVerdictError("health in the node's facts must be a mapping, got %s" % (_SHOWN.repr(recorded),))
     status = recorded.get("status", "ok")
     if status not in STATUSES:
-        raise HealthVerdictError("unknown health status %r in its facts" % (status,))
+        raise HealthVerdictError("unknown health status %s in its facts" % (_SHOWN.repr(status),))
     recorded_reasons = _texts(recorded.get("reasons"), "health.reasons")
     reasons = []
 
@@ -76,7 +82,7 @@ def health_verdict(facts):
 
     listed = facts.get("gpus") or []
     if not isinstance(listed, list) or not all(isinstance(gpu, Mapping) for gpu in listed):
-        raise HealthVerdictError("gpus in the node's facts must be a list of mappings, got %r" % (listed,))
+        raise HealthVerdictError("gpus in the node's facts must be a list of mappings, got %s" % (_SHOWN.repr(listed),))
     gpus = []
     for gpu in listed:
         gstatus, greasons = nvml.gpu_health(gpu)

@@ -91,3 +91,25 @@ def _variants():
                                                     "retired-pending", "lost"])
 def test_the_planner_and_health_yml_give_the_same_verdict(facts):
     assert fleet_plan.plan_health(facts)["status"] == health_yml_status(facts) == health_verdict(facts)["status"]
+
+
+def _nested(depth):
+    value = []
+    for dummy in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("field, value", [
+    ("reasons", _nested(100000)),
+    ("reasons", [1] * 100000),
+    ("reasons", "x" * 1000000),
+    ("status", _nested(100000)),
+    ("status", "y" * 1000000),
+])
+def test_a_huge_or_deep_refused_value_gives_a_short_error_naming_the_field(field, value):
+    """The error shows a bounded sketch of the value: not megabytes, and no RecursionError from its repr."""
+    with pytest.raises(HealthVerdictError) as raised:
+        health_verdict({"present": True, "health": dict({"status": "ok"}, **{field: value})})
+    message = str(raised.value)
+    assert len(message) < 200 and ("health.reasons" in message if field == "reasons" else "health status" in message)
