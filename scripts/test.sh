@@ -6,10 +6,11 @@ set -uo pipefail
 cd "$ROOT" || exit 1
 
 # Stages in one group run at the same time: on a 2-core machine the lint and
-# sanity tools and the Molecule containers each leave a core mostly idle.
-# Molecule runs beside the rest: its containers wait on apt and systemd more
-# than on the CPU.
-STAGE_GROUPS=(setup "molecule lint changelog sanity units compat importer" integration)
+# sanity tools each leave a core mostly idle. A group written "&stage" starts
+# in the background and is waited for after the last group: Molecule runs
+# beside everything after setup, integration included, since its image build
+# and containers wait on apt and systemd more than on the CPU.
+STAGE_GROUPS=(setup "&molecule" "lint changelog sanity units compat importer" integration)
 [ $# -gt 0 ] && STAGE_GROUPS=("$@")
 
 # promtool (the suite proves the GPU alert rules with it), from Debian's
@@ -78,24 +79,54 @@ run_stage() {
   echo "$rc" >"$logs/$s.rc"
 }
 
+# record_group STAGE...: each stage's result into passed or failed.
+record_group() {
+  local s
+  for s in "$@"; do
+    if [ "$(cat "$logs/$s.rc" 2>/dev/null)" = 0 ]; then passed+=("$s"); else failed+=("$s"); fi
+  done
+}
+
+declare -a background=() background_pids=()
 for group in "${STAGE_GROUPS[@]}"; do
+  if [ "${group:0:1}" = "&" ]; then
+    # In the background, into its own log, which follows after the last group.
+    read -r -a stages <<<"${group:1}"
+    for s in "${stages[@]}"; do
+      background+=("$s")
+      run_stage "$s" >"$logs/$s.log" 2>&1 &
+      background_pids+=($!)
+    done
+    log "started in the background: ${stages[*]}"
+    continue
+  fi
   read -r -a stages <<<"$group"
   if [ ${#stages[@]} -eq 1 ]; then
     run_stage "${stages[0]}"
   else
     # Together, each into its own log; the logs follow one after another.
     start=$SECONDS
-    for s in "${stages[@]}"; do run_stage "$s" >"$logs/$s.log" 2>&1 & done
-    wait
+    # Only this group's stages are waited for, not the background ones.
+    pids=()
+    for s in "${stages[@]}"; do
+      run_stage "$s" >"$logs/$s.log" 2>&1 &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
     for s in "${stages[@]}"; do cat "$logs/$s.log"; done
     printf -- '--- stages %s together took %ss\n' "${stages[*]}" $((SECONDS - start))
   fi
-  for s in "${stages[@]}"; do
-    if [ "$(cat "$logs/$s.rc" 2>/dev/null)" = 0 ]; then passed+=("$s"); else failed+=("$s"); fi
-  done
+  record_group "${stages[@]}"
   # Without the tools from setup nothing else can run.
   [ "${stages[0]}" = setup ] && [ ${#failed[@]} -gt 0 ] && break
 done
+if [ ${#background[@]} -gt 0 ]; then
+  start=$SECONDS
+  wait "${background_pids[@]}"
+  for s in "${background[@]}"; do cat "$logs/$s.log"; done
+  printf -- '--- waited %ss for the background stages %s\n' $((SECONDS - start)) "${background[*]}"
+  record_group "${background[@]}"
+fi
 
 echo
 echo "stages passed: ${passed[*]:-none}"
