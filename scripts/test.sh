@@ -6,11 +6,13 @@ set -uo pipefail
 cd "$ROOT" || exit 1
 
 # Stages in one group run at the same time: on a 2-core machine the lint and
-# sanity tools each leave a core mostly idle. A group written "&stage" starts
-# in the background and is waited for after the last group: Molecule runs
-# beside everything after setup, integration included, since its image build
-# and containers wait on apt and systemd more than on the CPU.
-STAGE_GROUPS=(setup "&molecule" "lint changelog sanity units compat importer" integration)
+# sanity tools each leave a core mostly idle. A group written "&stages" starts
+# in the background and is waited for after the last group. Molecule (its
+# image build and containers wait on apt and systemd more than on the CPU) and
+# compat (one pytest process at a time, the longest stage of the group it was
+# in) run beside everything after setup, integration included, so that no
+# core waits for the slowest stage of a group.
+STAGE_GROUPS=(setup "&molecule compat" "lint changelog sanity units importer" integration)
 [ $# -gt 0 ] && STAGE_GROUPS=("$@")
 
 # promtool (the suite proves the GPU alert rules with it), from Debian's
