@@ -206,6 +206,10 @@ _REPLAY_PLAY = """---
 - name: Kubernetes layer
   ansible.builtin.import_playbook: %s
 """
+_PLAYBOOK_ONLY = """---
+- name: Kubernetes layer
+  ansible.builtin.import_playbook: %s
+"""
 # Only when a node has them: the run's task count is what cluster.yml runs, plus one task per GPU node.
 _REPLAY_MIG = """    - name: Set the MIG plan's resource counts
       ansible.builtin.set_fact:
@@ -242,7 +246,10 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
     # would take the YAML parser half a second per run.
     (workdir / "hosts.json").write_text(json.dumps(hosts))
     mig = any((spec or {}).get("mig_k8s_resources") is not None for spec in (nodes or {}).values())
-    (workdir / "play.yml").write_text(_REPLAY_PLAY % (_REPLAY_MIG if mig else "", ROOT / playbook))
+    replayed = mig or any((spec or {}).get("facts") is not None for spec in (nodes or {}).values())
+    # Without facts to replay (nodes planned from recorded facts, say), the playbook alone, as a site runs it.
+    (workdir / "play.yml").write_text(_REPLAY_PLAY % (_REPLAY_MIG if mig else "", ROOT / playbook) if replayed
+                                      else _PLAYBOOK_ONLY % (ROOT / playbook))
     evars = dict(extra_vars or {})
     evars.setdefault("gpuops_k8s_render_dir", str(render_dir))
     (workdir / "extra_vars.json").write_text(json.dumps(evars))
