@@ -94,6 +94,24 @@ options:
     description: Seconds between two reads of an object that is not ready yet.
     type: int
     default: 5
+  read:
+    description:
+      - Kinds to list after everything else, each every object of an C(api_version) and C(kind) across namespaces,
+        one C(LIST) each; returned in RV(read). A readiness check of something the applies (or a Helm release
+        before them) changed, such as the GPU Operator's C(ClusterPolicy), then needs no module run of its own.
+      - A kind the API server does not serve is returned with C(served=false), not an error.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      api_version:
+        description: The C(apiVersion) of the kind, C(GROUP/VERSION) or C(v1).
+        type: str
+        required: true
+      kind:
+        description: The kind.
+        type: str
+        required: true
   applysets:
     description:
       - ApplySets (KEP-3659) to reconcile in the same run, as C(gpuops.platform.k8s_applyset) does with its C(sets)
@@ -235,6 +253,28 @@ applysets:
   type: dict
   sample: {"changed": false, "sets": [{"name": "gpuops-gpu-tenants", "changed": false, "pruned": [], "kept": []}],
            "pruned": [], "kept": [], "finalizing": []}
+read:
+  description: One entry per kind of O(read), in that order, listed after the applies (and the pruning).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    api_version:
+      description: The kind's C(apiVersion), as asked.
+      type: str
+    kind:
+      description: The kind, as asked.
+      type: str
+    served:
+      description: Whether the API server serves the kind.
+      type: bool
+    resources:
+      description: Every object of the kind, each with its C(apiVersion) and C(kind); empty when it is not served.
+      type: list
+      elements: dict
+  sample: [{"api_version": "nvidia.com/v1", "kind": "ClusterPolicy", "served": true,
+            "resources": [{"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+                           "status": {"state": "ready"}}]}]
 warnings:
   description: Warnings the API server sent (C(Warning) headers), each once.
   returned: when the server sent any
@@ -299,6 +339,10 @@ def main():
         wait_crds=dict(type="list", elements="str", default=[]),
         wait_timeout=dict(type="int", default=300),
         wait_sleep=dict(type="int", default=5),
+        read=dict(type="list", elements="dict", default=[], options=dict(
+            api_version=dict(type="str", required=True),
+            kind=dict(type="str", required=True),
+        )),
         applysets=dict(type="dict", options=dict(
             namespace=dict(type="str", required=True),
             sets=dict(type="list", elements="dict", required=True, options=dict(
@@ -318,6 +362,7 @@ def main():
                              "so that its objects reach no output")
     sets = params["applysets"]
     pruning = {}
+    read = []
     try:
         client = get_api_client(module)
         request = transport(client.client)
@@ -337,6 +382,7 @@ def main():
                 api, prepared, prune=sets["prune"], field_manager=params["field_manager"], check_mode=module.check_mode,
                 prune_namespaces_with_foreign_objects=sets["prune_namespaces_with_foreign_objects"]), False)
             changed = changed or pruning["changed"]
+        read = applier.read(params["read"])
     except ssa.ApplyError as exc:
         module.fail_json(msg=exc.msg, result={"results": exc.results})
     except (reconcile.ApplySetError, discovery.DiscoveryError) as exc:
@@ -351,7 +397,7 @@ def main():
     extra = {"diff": applier.diffs} if module._diff else {}
     if sets:
         extra["applysets"] = pruning
-    module.exit_json(changed=changed, result={"results": results}, **extra)
+    module.exit_json(changed=changed, result={"results": results}, read=read, **extra)
 
 
 if __name__ == "__main__":

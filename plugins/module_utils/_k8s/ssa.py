@@ -383,6 +383,29 @@ class Applier(object):
                 self.diffs.append(diff_block(obj, before, after, self.dry_run))
         return result
 
+    def read(self, kinds):
+        """After the applies: every object of each ``{api_version, kind}``, one LIST each (across namespaces).
+        ``[{api_version, kind, served, resources}]``: a kind the server does not serve (its CRD not installed
+        yet) is ``served: false`` with no resources, not an error."""
+        out = []
+        for wanted in kinds or []:
+            api_version, kind = wanted["api_version"], wanted["kind"]
+            try:
+                entry = self.resources.find(api_version, kind)
+            except ApplyError:
+                out.append({"api_version": api_version, "kind": kind, "served": False, "resources": []})
+                continue
+            self._warn(self.resources.warnings)
+            base = "/apis/%s/%s" % (entry["group"], entry["version"]) if entry.get("group") else "/api/%s" % entry["version"]
+            try:
+                body = self._call("GET", "%s/%s" % (base, entry["resource"]))
+            except ApiError as exc:
+                raise ApplyError("Listing %s (%s) failed (HTTP %s): %s" % (kind, api_version, exc.status, exc.message))
+            # A list's items carry neither apiVersion nor kind (API concepts, collections): each gets them back.
+            items = [dict(item, apiVersion=api_version, kind=kind) for item in body.get("items") or []]
+            out.append({"api_version": api_version, "kind": kind, "served": True, "resources": items})
+        return out
+
     def apply_groups(self, groups):
         """Apply each group's definitions in order; (changed, per-object results). Fails at the first error."""
         results = []

@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 
+import fake_apiserver
 from fake_apiserver import FakeAPIServer
 from k8s_support import load_facts, render_cluster, short_tmpdir
 
@@ -207,11 +208,17 @@ def helm_storage(api, release, values, revision, status, chart_version):
         "config": values, "manifest": ""})
 
 
-def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(tmp_path, installed_collection, helm):
-    """helm itself is asked, once for the run, and only what the decision needs: no install, no upgrade."""
+POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
+
+
+def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(tmp_path, installed_collection, helm,
+                                                                              monkeypatch):
+    """helm itself is asked, once for the run, and only what the decision needs: no install, no upgrade.
+    The GPU Operator's ClusterPolicy is listed by the run that applies the objects: ready there, it is not
+    waited for; not ready, it is, and the wait fails once its attempts are spent."""
     marker = "values-marker-5d2c"
-    operator = {"gpu_operator_enabled": True, "gpu_operator_wait_ready": False,
-                "gpu_operator_values": {"gpuopsTestMarker": marker}}
+    operator = {"gpu_operator_enabled": True, "gpu_operator_wait_ready": True, "gpu_operator_wait_retries": 1,
+                "gpu_operator_wait_delay": 0, "gpu_operator_values": {"gpuopsTestMarker": marker}}
     planned = render_cluster(tmp_path / "render", extra_vars=dict(operator, gpu_sharing_configs=SHARING,
                                                                   gpu_tenants_list=TENANTS),
                              nodes=NODES, collections_path=installed_collection).releases["gpu-operator"]
@@ -228,8 +235,16 @@ def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(t
         # recovered (that would call helm) and not what decides about ours.
         api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab"}})
         helm_storage(api, dict(release, namespace="lab"), {}, 5, "pending-install", release["version"])
+        # The operator's own ClusterPolicy (its chart makes it), reconciled.
+        monkeypatch.setitem(fake_apiserver.RESOURCES, "nvidia.com/v1", [("clusterpolicies", "ClusterPolicy", False)])
+        api.add({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+                 "status": {"state": "ready"}})
         result = run(tmp_path, api, "deployed", args=["-vvv"], collections=installed_collection, extra=operator,
                      env=helm.env)
+        # Listed once, by the objects' call: ready there, so the wait reads nothing (no kubernetes.core.k8s_info run).
+        assert [r[0] for r in api.requests if r[1] == POLICIES] == ["GET"]
+        waited = result.output.split("Wait until the ClusterPolicy reports ready]", 1)[1].split("TASK [", 1)[0]
+        assert "skipping: [localhost]" in waited and "ok: [localhost]" not in waited, waited
         # One helm list for every release of the run, then the values of the one deployed at the wanted chart.
         assert helm.calls() == [
             ["list", "--all", "--all-namespaces", "--max", "0", "--filter", "^(?:gpu\\-operator)$", "-o", "json"],
@@ -240,6 +255,16 @@ def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(t
         assert "chart %s and values already deployed" % release["version"] in task
         assert marker not in task
         assert "Kubernetes GPU stack applied" in " ".join(result.output.split())
+
+        # Not ready when the objects' call lists it: the wait reads it again until its attempts are spent.
+        api.get("ClusterPolicy", "cluster-policy")["status"]["state"] = "notReady"
+        del api.requests[:]
+        waiting = run(tmp_path, api, "not-ready", collections=installed_collection, extra=operator, env=helm.env,
+                      expect_failure=True)
+        # The objects' call lists it once, then the wait (kubernetes.core.k8s_info) reads it again.
+        assert len([r for r in api.requests if r[1] == POLICIES]) > 1, waiting.output[-3000:]
+        waited = waiting.output.split("Wait until the ClusterPolicy reports ready]", 1)[1].split("TASK [", 1)[0]
+        assert "fatal: [localhost]: FAILED!" in waited and "state: notReady" in waited, waited
 
         # An upgrade interrupted at revision 3, with recovery off: stop before any change, naming the command.
         helm_storage(api, release, values, 3, "pending-upgrade", release["version"])

@@ -408,3 +408,40 @@ def test_server_warnings_are_collected_once_each():
     ap = applier(server)
     ap.apply_groups([{"objects": [cm("a")]}])
     assert ap.warnings == [text]
+
+
+# --- reads after the applies (read) --------------------------------------------------------------------
+
+POLICY = {"group": "nvidia.com", "version": "v1", "kind": "ClusterPolicy", "resource": "clusterpolicies",
+          "namespaced": False, "preferred": True}
+
+
+def test_a_read_is_one_list_per_kind_and_gives_each_item_its_api_version_and_kind():
+    # API concepts, collections: a LIST answers {"kind": "ClusterPolicyList", "items": [...]}, items without kind.
+    server = Server({("GET", "/apis/nvidia.com/v1/clusterpolicies"): (
+        {"kind": "ClusterPolicyList", "apiVersion": "nvidia.com/v1",
+         "items": [{"metadata": {"name": "cluster-policy"}, "status": {"state": "ready"}}]},)})
+    read = applier(server, TABLE + [POLICY]).read([{"api_version": "nvidia.com/v1", "kind": "ClusterPolicy"}])
+    assert server.methods() == [("GET", "/apis/nvidia.com/v1/clusterpolicies")]
+    assert read == [{"api_version": "nvidia.com/v1", "kind": "ClusterPolicy", "served": True, "resources": [
+        {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+         "status": {"state": "ready"}}]}]
+
+
+def test_a_kind_not_served_is_read_as_not_served_and_an_empty_read_costs_nothing():
+    # Discovery: a group-version the server does not serve answers 404 (its CRD is not installed yet).
+    server = Server({})
+    read = applier(server).read([{"api_version": "nvidia.com/v1", "kind": "ClusterPolicy"}])
+    assert read == [{"api_version": "nvidia.com/v1", "kind": "ClusterPolicy", "served": False, "resources": []}]
+    assert server.methods() == [("GET", "/apis/nvidia.com/v1")]
+    server = Server({})
+    assert applier(server).read([]) == [] and server.calls == []
+
+
+def test_a_list_the_server_refuses_fails_naming_the_kind():
+    forbidden = ssa.ApiError(403, {"kind": "Status", "reason": "Forbidden", "code": 403,
+                                   "message": "clusterpolicies.nvidia.com is forbidden"})
+    server = Server({("GET", "/apis/nvidia.com/v1/clusterpolicies"): forbidden})
+    with pytest.raises(ssa.ApplyError, match=r"^Listing ClusterPolicy \(nvidia.com/v1\) failed \(HTTP 403\): "
+                                             r"clusterpolicies.nvidia.com is forbidden"):
+        applier(server, TABLE + [POLICY]).read([{"api_version": "nvidia.com/v1", "kind": "ClusterPolicy"}])
