@@ -211,8 +211,8 @@ def helm_storage(api, release, values, revision, status, chart_version):
 POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
 
 
-def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(tmp_path, installed_collection, helm,
-                                                                              monkeypatch):
+def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(
+        tmp_path, installed_collection, helm, monkeypatch):
     """helm itself is asked, once for the run, and only what the decision needs: no install, no upgrade.
     The GPU Operator's ClusterPolicy is listed by the run that applies the objects: ready there, it is not
     waited for; not ready, it is, and the wait fails once its attempts are spent."""
