@@ -132,8 +132,8 @@ def plan_gpu(gpu, entry, family, config_name, offline, notes=None):
 
     # Recorded facts can be damaged: a placement start must be a slice of this GPU before any mask is built.
     slices = family.memory_slices if family is not None else 64
-    bad = [i["start"] for i in existing if i["start"] is not None
-           and (isinstance(i["start"], bool) or not isinstance(i["start"], int) or not 0 <= i["start"] < slices)]
+    starts = [i["start"] for i in existing if i["start"] is not None]
+    bad = [v for v in starts if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < slices]
     if bad:
         return plan, ["%s: MIG device placement.start %r in the node's facts is not a memory slice of this GPU "
                       "(0 to %d): record the node's facts again" % (where, bad[0], slices - 1)]
