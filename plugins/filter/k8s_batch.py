@@ -71,7 +71,7 @@ def k8s_layer_variables(layers):
 
 def k8s_layer_templates(layers, roles_dir):
     """``{layer: path}``: the objects template (``<roles_dir>/<layer>/templates/objects.yml.j2``) of each layer that
-    says ``template``, for one ``query('ansible.builtin.template', ...)`` whose answer k8s_layer_objects takes."""
+    says ``template``, for one ``query('gpuops.platform.template', ...)`` whose answer k8s_layer_objects takes."""
     out = {}
     for layer in _layer_list(layers):
         if boolean(layer.get("template", False), strict=False):
