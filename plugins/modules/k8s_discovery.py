@@ -46,6 +46,19 @@ options:
         taint only the nodes that lack a taint; one module run then reads both.
     type: bool
     default: false
+  token_kubeconfig:
+    description:
+      - First write O(api_key) and O(host) into a private kubeconfig, as M(gpuops.platform.k8s_token_kubeconfig) does
+        (mode 0600 in a new 0700 folder under the temporary folder), connect through it, and return its path in
+        RV(token_kubeconfig), for every later module of the run; remove it at the end of the run with
+        M(gpuops.platform.k8s_token_kubeconfig) O(gpuops.platform.k8s_token_kubeconfig#module:state=absent).
+      - Needs O(host) and O(api_key), and refuses O(kubeconfig) and O(context), which the token would override.
+      - Written in check mode too, as the discovery cache is (a run artefact, not managed state). When discovery
+        fails, the module removes it again before it fails, so no token stays behind.
+      - The C(gpuops.platform.k8s_apply) role's C(discover) sets it for C(gpuops_k8s_api_key), one module run instead
+        of two.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - gpuops.platform.attributes
@@ -68,6 +81,13 @@ EXAMPLES = r"""
 - name: Discover the cluster's APIs and version
   gpuops.platform.k8s_discovery:
   register: cluster
+
+- name: Discover through a private kubeconfig of the API token (removed at the end of the run)
+  gpuops.platform.k8s_discovery:
+    host: https://10.0.0.1:6443
+    api_key: "{{ k8s_token }}"
+    token_kubeconfig: true
+  register: cluster_with_token
 
 - name: Whether the Prometheus Operator is installed
   ansible.builtin.debug:
@@ -113,6 +133,11 @@ aggregated:
   description: Whether the server answered both C(/api) and C(/apis) with the aggregated discovery document.
   returned: always
   type: bool
+token_kubeconfig:
+  description: The private kubeconfig written with O(token_kubeconfig=true); empty otherwise.
+  returned: always
+  type: str
+  sample: /tmp/gpuops-k8s-3xq0v1yz/kubeconfig
 stale:
   description: Group-versions left out because their API server could not answer now.
   returned: always
@@ -144,7 +169,7 @@ requests:
 import copy
 import traceback
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import client_cache, discovery
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import client_cache, discovery, token_kubeconfig
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import reader
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -153,41 +178,79 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import An
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 
+def _token_kubeconfig(module):
+    """The private kubeconfig of O(api_key), which the module then connects through (kubernetes.core's client takes
+    a kubeconfig's token as it takes api_key; every later module of the run gets that path)."""
+    params = module.params
+    # A kubeconfig that an earlier play of the same run wrote for its token is replaced; any other is refused.
+    earlier = isinstance(params["kubeconfig"], str) and token_kubeconfig.owned(params["kubeconfig"])
+    if (params["kubeconfig"] and not earlier) or params["context"]:
+        module.fail_json(msg="token_kubeconfig: the kubeconfig or context given would take the place of api_key: "
+                             "give host and api_key alone (or put the token into that kubeconfig's user instead)")
+    try:
+        path = token_kubeconfig.write(params["host"] or "", params["api_key"] or "")
+    except token_kubeconfig.TokenKubeconfigError as exc:
+        module.fail_json(msg="token_kubeconfig: %s" % exc)
+    except OSError as exc:
+        module.fail_json(msg="token_kubeconfig: could not write the kubeconfig: %s (check the temporary folder's space "
+                             "and permissions)" % exc)
+    params.update(kubeconfig=path, api_key=None)
+    return path
+
+
+def _forget(path):
+    try:
+        token_kubeconfig.remove(path)
+    except (token_kubeconfig.TokenKubeconfigError, OSError):  # the discovery's own failure is the one to report
+        pass
+
+
 def main():
     spec = copy.deepcopy(AUTH_ARG_SPEC)
-    spec.update(namespaces=dict(type="bool", default=False), nodes=dict(type="bool", default=False))
+    spec.update(namespaces=dict(type="bool", default=False), nodes=dict(type="bool", default=False),
+                token_kubeconfig=dict(type="bool", default=False))
     module = AnsibleK8SModule(argument_spec=spec, supports_check_mode=True)
-    namespaces, nodes = [], []
+    written = _token_kubeconfig(module) if module.params["token_kubeconfig"] else ""
+    found = None
     try:
-        client = get_api_client(module=module)
-        # The discoverer read its cache file, or asked /version and /apis to write one, when the client started.
-        cached = client_cache.served(client.client.resources)
-        get = reader(client)
-        found = discovery.discover(get, version=False)
-        version = (client.client.version or {}).get("kubernetes")
-        if not version or client_cache.changed(cached, client_cache.listed(found["lists"])):
-            # The cache is of an older state of the server (an upgrade, a CRD since): its version too.
-            found["paths"].append("/version")
-            version = get("/version", discovery.JSON)
-        server_version = discovery.server_version(version)
-        client_cache.fill(client.client.resources, found["lists"], version)
-        if module.params["namespaces"]:
-            found["paths"].append("/api/v1/namespaces")
-            namespaces = discovery.names(get("/api/v1/namespaces", discovery.JSON))
-        if module.params["nodes"]:
-            found["paths"].append("/api/v1/nodes")
-            nodes = discovery.nodes(get("/api/v1/nodes", discovery.JSON))
+        found, version, server_version, namespaces, nodes = _discover(module)
     except CoreException as exc:
         module.fail_from_exception(exc)
     except discovery.DiscoveryError as exc:
         module.fail_json(msg="Kubernetes API discovery: %s" % exc)
     except Exception as exc:  # the API client raises many types (connection, TLS, 401); all mean the same here
         module.fail_json(msg="Kubernetes API discovery failed: %s" % exc, exception=traceback.format_exc())
+    finally:
+        if written and found is None:  # failed: nothing else knows its path, so no token file stays behind
+            _forget(written)
     table = found["table"]
     module.exit_json(changed=False, api_table=table, api_kinds=discovery.api_kinds(table),
                      api_resources=discovery.api_resources(table), server_version=server_version,
                      version=version, aggregated=found["aggregated"], stale=found["stale"],
-                     namespaces=namespaces, nodes=nodes, requests=found["paths"])
+                     namespaces=namespaces, nodes=nodes, requests=found["paths"], token_kubeconfig=written)
+
+
+def _discover(module):
+    namespaces, nodes = [], []
+    client = get_api_client(module=module)
+    # The discoverer read its cache file, or asked /version and /apis to write one, when the client started.
+    cached = client_cache.served(client.client.resources)
+    get = reader(client)
+    found = discovery.discover(get, version=False)
+    version = (client.client.version or {}).get("kubernetes")
+    if not version or client_cache.changed(cached, client_cache.listed(found["lists"])):
+        # The cache is of an older state of the server (an upgrade, a CRD since): its version too.
+        found["paths"].append("/version")
+        version = get("/version", discovery.JSON)
+    server_version = discovery.server_version(version)
+    client_cache.fill(client.client.resources, found["lists"], version)
+    if module.params["namespaces"]:
+        found["paths"].append("/api/v1/namespaces")
+        namespaces = discovery.names(get("/api/v1/namespaces", discovery.JSON))
+    if module.params["nodes"]:
+        found["paths"].append("/api/v1/nodes")
+        nodes = discovery.nodes(get("/api/v1/nodes", discovery.JSON))
+    return found, version, server_version, namespaces, nodes
 
 
 if __name__ == "__main__":

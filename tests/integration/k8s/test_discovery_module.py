@@ -9,6 +9,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import kubernetes.client
 import pytest
 
 from fake_apiserver import RESOURCES, FakeAPIServer
@@ -27,6 +28,9 @@ def fresh_discovery(monkeypatch, tmp_path):
     dir: a server on a port an earlier test's server had would be read as that one."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(k8s_client, "_pool", {})
+    # A kubeconfig that a module loads becomes the kubernetes client's default configuration, for the rest of
+    # the process: one process per module run in Ansible, one for every test here.
+    monkeypatch.setattr(kubernetes.client.Configuration, "_default", None)
 
 
 def discover(api, **args):
@@ -220,3 +224,62 @@ def test_an_unreachable_server_fails_with_the_reason():
             k8s_discovery.main()
     assert "Max retries exceeded" in err.value.args[0]["msg"] or "Connection refused" in err.value.args[0]["msg"]
     assert "t0ken" not in str(err.value.args[0])
+
+
+def _token_folders():
+    return sorted(Path(tempfile.gettempdir()).glob("gpuops-k8s-*"))
+
+
+def test_with_token_kubeconfig_the_token_goes_into_a_private_kubeconfig_that_every_call_and_later_client_uses():
+    with FakeAPIServer(version="1.36") as api:
+        result = discover(api, api_key="s3cret-token", token_kubeconfig=True)
+        path = Path(result["token_kubeconfig"])
+        assert [p.parent for p in [path]] == _token_folders() and path.name == "kubeconfig"
+        assert oct(path.stat().st_mode & 0o777) == "0o600" and oct(path.parent.stat().st_mode & 0o777) == "0o700"
+        assert json.loads(path.read_text())["users"] == [{"name": "gpuops", "user": {"token": "s3cret-token"}}]
+        # Every call carried the token, read from that file; the token is in no part of the result.
+        assert api.authorizations == {"Bearer s3cret-token"} and "s3cret-token" not in repr(result)
+        assert result["requests"] == ["/api", "/apis"] and result["server_version"] == "1.36"
+        # A later module of the run connects through the same file (the play's module_defaults) and finds the
+        # discovery cache this run filled: it asks the server nothing.
+        del api.requests[:]
+        k8s_client._pool.clear()
+        later = get_api_client(kubeconfig=str(path), host=api.url)
+        assert later.resource("ClusterQueue", "kueue.x-k8s.io/v1beta2").name == "clusterqueues"
+        assert paths(api) == []
+
+
+def test_without_token_kubeconfig_no_file_is_written():
+    with FakeAPIServer() as api:
+        assert discover(api)["token_kubeconfig"] == "" and _token_folders() == []
+
+
+def test_a_failed_discovery_removes_the_token_kubeconfig_it_wrote():
+    with FakeAPIServer() as api:
+        url = api.url
+    with patch_module_args(dict(host=url, api_key="s3cret-token", token_kubeconfig=True)):
+        with pytest.raises(FailJson) as err:
+            k8s_discovery.main()
+    assert "Max retries exceeded" in err.value.args[0]["msg"] or "Connection refused" in err.value.args[0]["msg"]
+    assert "s3cret-token" not in str(err.value.args[0])
+    assert _token_folders() == []
+
+
+@pytest.mark.parametrize("given", [{"kubeconfig": "/etc/kubernetes/admin.conf"}, {"context": "admin"},
+                                   {"host": ""}, {"api_key": "two\nlines"}], ids=["kubeconfig", "context", "no-host",
+                                                                                   "line-break"])
+def test_token_kubeconfig_refuses_what_would_replace_or_break_the_token_before_any_call(given):
+    with FakeAPIServer() as api:
+        result = discover(api, token_kubeconfig=True, **given)
+        assert result["msg"].startswith("token_kubeconfig: ") and "api_table" not in result
+        assert api.requests == [] and _token_folders() == []
+        assert "t0ken" not in result["msg"]
+
+
+def test_a_token_kubeconfig_of_an_earlier_play_of_the_run_is_replaced():
+    """module_defaults pass the kubeconfig an earlier play wrote (and removed) for its token: a new one is written."""
+    with FakeAPIServer() as api:
+        earlier = discover(api, token_kubeconfig=True)["token_kubeconfig"]
+        k8s_client._pool.clear()
+        result = discover(api, token_kubeconfig=True, kubeconfig=earlier)
+        assert not result.get("failed") and result["token_kubeconfig"] not in ("", earlier)
