@@ -175,6 +175,15 @@ def argument_spec():
     return spec
 
 
+def _read(release, need):
+    """The helm read that ``need`` names for a release: its arguments, what it should print, whether a failure may
+    show its output (never for values)."""
+    where = [release["name"], "--namespace", release["namespace"], "-o", "json"]
+    if need == "values":
+        return ["get", "values"] + where, "(the values)", False
+    return ["history"] + where, "(a history)", True
+
+
 def read_and_decide(module, releases, recover):
     """One helm list for every release, then values or history only where the decision needs them."""
     run = HelmRunner(module)
@@ -184,13 +193,16 @@ def read_and_decide(module, releases, recover):
             listed = helm.listed_by_release(run(helm.list_args(releases), "(a list of releases)"))
         except ValueError as exc:
             run.fail(str(exc))
-        for release in releases:
-            entry = listed.get((release["namespace"], release["name"]))
-            need = helm.needs(release, entry)
-            where = [release["name"], "--namespace", release["namespace"], "-o", "json"]
-            # The values may hold secrets: never in the result, not even when helm fails.
-            values = run(["get", "values"] + where, "(the values)", show_output=False) if need == "values" else None
-            history = run(["history"] + where, "(a history)") if need == "history" else None
+        entries = [listed.get((release["namespace"], release["name"])) for release in releases]
+        needs = [helm.needs(release, entry) for release, entry in zip(releases, entries)]
+        # Every read a decision needs, side by side: the values of each release deployed at the wanted chart (they
+        # may hold secrets: never in the result, not even when helm fails), the history of each one left pending.
+        reads = [_read(release, need) for release, need in zip(releases, needs) if need]
+        answers = iter(run.side_by_side(reads))
+        for release, entry, need in zip(releases, entries, needs):
+            answer = next(answers) if need else None
+            values = answer if need == "values" else None
+            history = answer if need == "history" else None
             plans.append(helm.decide(release, entry, history, {} if values is None and need == "values" else values,
                                      recover))
     return plans, run.commands

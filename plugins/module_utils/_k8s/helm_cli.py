@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
+import subprocess
 
 
 class HelmRunner(object):
@@ -42,6 +44,34 @@ class HelmRunner(object):
             return json.loads(out or "null")
         except ValueError as exc:
             self.fail("`helm %s` printed no JSON %s: %s" % (printed, what, exc), stdout=out if show_output else "")
+
+    def side_by_side(self, calls):
+        """Run several reads at once, each ``(args, what, show_output)``: their API round trips overlap. Outputs parsed,
+        in order; the first failure (in that order) fails the module as ``__call__`` does."""
+        if len(calls) < 2:
+            return [self(args, what, show_output=show) for args, what, show in calls]
+        if self._binary is None:
+            self._binary = self.module.get_helm_binary()
+        # The environment that run_command gives each helm: the module's locale settings and the connection's.
+        env = dict(os.environ)
+        env.update(getattr(self.module, "run_command_environ_update", None) or {})
+        env.update(self.module.env_update)
+        started = [subprocess.Popen([self._binary] + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env, close_fds=True) for args, dummy, dummy in calls]
+        # Each read to its end in turn: a helm that fills its pipe waits until its turn comes, none blocks another.
+        done = [(proc.returncode, out, err) for proc, (out, err) in ((p, p.communicate()) for p in started)]
+        results = []
+        for (args, what, show), (rc, out, err) in zip(calls, done):
+            self.commands.append(list(args))
+            out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+            if rc != 0:
+                self.fail("`helm %s` failed (exit %d): %s" % (" ".join(args), rc, err.strip() or "no message"),
+                          stderr=err, stdout=out if show else "")
+            try:
+                results.append(json.loads(out or "null"))
+            except ValueError as exc:
+                self.fail("`helm %s` printed no JSON %s: %s" % (" ".join(args), what, exc), stdout=out if show else "")
+        return results
 
     def fail(self, msg, **extra):
         self.module.fail_json(msg=msg, commands=self.commands, **extra)

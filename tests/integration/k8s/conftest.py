@@ -49,9 +49,10 @@ class HelmCalls:
     def __init__(self, folder, real):
         self.folder, self.log = folder, folder / "calls.log"
         wrapper = folder / "helm"
-        # One line per run, the arguments separated by a NUL-free unit separator; then the real helm.
-        wrapper.write_text('#!/bin/sh\n{ for a in "$@"; do printf "%%s\\037" "$a"; done; echo; } >> "%s"\n'
-                           'exec "%s" "$@"\n' % (self.log, real))
+        # One line per run, the arguments separated by a NUL-free unit separator, written at once (one append:
+        # helm runs side by side never mix their lines); then the real helm.
+        wrapper.write_text('#!/bin/sh\nus=$(printf "\\037")\nline=\nfor a in "$@"; do line="$line$a$us"; done\n'
+                           'printf "%%s\\n" "$line" >> "%s"\nexec "%s" "$@"\n' % (self.log, real))
         wrapper.chmod(0o755)
         self.env = {"PATH": str(folder) + os.pathsep + os.environ.get("PATH", "")}
 
