@@ -13,8 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import os
-import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 
 class HelmRunner(object):
@@ -52,20 +51,18 @@ class HelmRunner(object):
             return [self(args, what, show_output=show) for args, what, show in calls]
         if self._binary is None:
             self._binary = self.module.get_helm_binary()
-        # The environment that run_command gives each helm: the module's locale settings and the connection's.
-        env = dict(os.environ)
-        env.update(getattr(self.module, "run_command_environ_update", None) or {})
-        env.update(self.module.env_update)
-        started = [subprocess.Popen([self._binary] + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=env, close_fds=True) for args, dummy, dummy in calls]
-        # Each read to its end in turn: a helm that fills its pipe waits until its turn comes, none blocks another.
-        done = [(proc.returncode, out, err) for proc, (out, err) in ((p, p.communicate()) for p in started)]
+        # helm's environment (the connection settings), as run_helm_command passes it; kubernetes.core prepares it on
+        # first use, so once here, before the threads. run_command builds each child's environment from a copy of
+        # its own: one thread per read is safe.
+        environment = self.module.env_update
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            done = list(pool.map(lambda call: self.module.run_command([self._binary] + list(call[0]),
+                                                                      environ_update=environment), calls))
         results = []
         for (args, what, show), (rc, out, err) in zip(calls, done):
             self.commands.append(list(args))
-            out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
             if rc != 0:
-                self.fail("`helm %s` failed (exit %d): %s" % (" ".join(args), rc, err.strip() or "no message"),
+                self.fail("`helm %s` failed (exit %d): %s" % (" ".join(args), rc, (err or "").strip() or "no message"),
                           stderr=err, stdout=out if show else "")
             try:
                 results.append(json.loads(out or "null"))

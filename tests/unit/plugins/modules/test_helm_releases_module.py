@@ -1,7 +1,7 @@
 """The helm_releases module on what helm printed (fixtures/helm of the filter tests): which helm
 commands it runs, what it decides, and that neither a result nor a failure carries the values."""
 import json
-import subprocess
+import threading
 from pathlib import Path
 from unittest import mock
 
@@ -151,60 +151,48 @@ def test_the_wanted_values_digest_never_leaves_the_module(capsys):
     assert digest not in printed and digest.split(":")[-1] not in printed
 
 
-class FakeProcess:
-    def __init__(self, rc, out, err):
-        self.returncode, self._out, self._err = rc, out, err
-
-    def communicate(self):
-        return self._out.encode(), self._err.encode()
-
-
-class FakePopen:
-    """subprocess.Popen as the side-by-side reads start helm: answers as ``helm`` (a FakeHelm) does, and keeps the
-    environment each run got."""
-
-    def __init__(self, helm):
-        self.helm, self.envs = helm, []
-
-    def __call__(self, argv, **kwargs):
-        assert kwargs["stdin"] is subprocess.DEVNULL and kwargs["close_fds"]
-        self.envs.append(kwargs["env"])
-        return FakeProcess(*self.helm(None, argv, environ_update=kwargs["env"]))
-
-
 TWO = [RELEASE, dict(RELEASE, name="second", namespace="second")]
 TWO_LISTED = json.dumps([dict(json.loads(recorded("deployed", "list"))[0], name=r["name"], namespace=r["namespace"])
                          for r in TWO])
 
 
-def run_two(helm, popen):
-    with mock.patch.object(subprocess, "Popen", popen):
-        return run(helm, releases=TWO)
+class Overlap(FakeHelm):
+    """FakeHelm whose reads wait for each other: a read returns only once both have started, so the test hangs
+    (and fails on its timeout) unless they run side by side. Keeps the environment each run got."""
+
+    def __init__(self, state, broken=None, failing=None):
+        super().__init__(state, broken)
+        self.both, self.environments, self.failing = threading.Barrier(2, timeout=10), [], failing
+
+    def __call__(self, module, args, **kwargs):
+        if args[1] == "list":
+            return super().__call__(module, args, **kwargs)
+        self.environments.append(kwargs["environ_update"])
+        self.both.wait()
+        if args[1:4] == self.failing:
+            self.calls.append(list(args[1:]))
+            return 1, recorded("deployed", "values"), "Error: timed out"
+        return super().__call__(module, args, **kwargs)
 
 
 def test_the_reads_of_several_releases_run_side_by_side_with_the_connection_settings():
-    helm = FakeHelm("deployed", broken={"list": (0, TWO_LISTED, "")})
-    popen = FakePopen(helm)
+    helm = Overlap("deployed", broken={"list": (0, TWO_LISTED, "")})
     with mock.patch.dict("os.environ", {"K8S_AUTH_HOST": "https://10.0.0.1:6443"}):
-        ok, result = run_two(helm, popen)
+        ok, result = run(helm, releases=TWO)
     assert ok and [p["action"] for p in result["plans"]] == ["unchanged", "unchanged"]
-    # The list through run_command, then both values reads at once, each with the connection as helm's environment.
-    assert [c[:3] for c in helm.calls] == [["list", "--all", "--all-namespaces"], ["get", "values", "gpu-operator"],
-                                           ["get", "values", "second"]]
-    assert len(popen.envs) == 2 and all(e["HELM_KUBEAPISERVER"] == "https://10.0.0.1:6443" for e in popen.envs)
-    assert result["commands"] == helm.calls
+    # The list, then both values reads at once, each with the connection as helm's environment.
+    assert helm.calls[0][:3] == ["list", "--all", "--all-namespaces"]
+    assert sorted(c[:3] for c in helm.calls[1:]) == [["get", "values", "gpu-operator"], ["get", "values", "second"]]
+    assert [e["HELM_KUBEAPISERVER"] for e in helm.environments] == ["https://10.0.0.1:6443"] * 2
+    # The commands in the releases' order, whichever finished first.
+    assert [c[:3] for c in result["commands"]] == [["list", "--all", "--all-namespaces"], ["get", "values", "gpu-operator"],
+                                                   ["get", "values", "second"]]
     assert "nvidia-device-plugin-config" not in json.dumps(result)
 
 
 def test_a_failing_read_among_several_is_named_without_its_output():
-    helm = FakeHelm("deployed", broken={"list": (0, TWO_LISTED, "")})
-
-    def second_fails(module, argv, **kwargs):
-        if argv[1:4] == ["get", "values", "second"]:
-            helm.calls.append(argv[1:])
-            return 1, recorded("deployed", "values"), "Error: timed out"
-        return helm(module, argv, **kwargs)
-    ok, result = run_two(helm, FakePopen(second_fails))
+    helm = Overlap("deployed", broken={"list": (0, TWO_LISTED, "")}, failing=["get", "values", "second"])
+    ok, result = run(helm, releases=TWO)
     assert not ok
     assert result["msg"] == "`helm get values second --namespace second -o json` failed (exit 1): Error: timed out"
     assert "nvidia-device-plugin-config" not in json.dumps(result)
