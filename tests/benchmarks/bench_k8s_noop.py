@@ -369,9 +369,10 @@ def main():
             if args.fresh_discovery_cache:
                 (work / ("tmp-%d" % i)).mkdir()
                 scenario.env["TMPDIR"] = str(work / ("tmp-%d" % i))
-            start = time.monotonic()
+            # The ansible-playbook run alone: the harness's own work around it (writing the inventory, and for the
+            # example an ansible-inventory run that lists its hosts) is not what a site waits for.
             result = scenario.run(api, "noop-%d" % i)
-            elapsed = time.monotonic() - start
+            elapsed = result.elapsed
             counted = verbs(api.requests)
             if os.environ.get("BENCH_DEBUG"):
                 print([r[1] for r in api.requests if verbs([r])["discovery"]])

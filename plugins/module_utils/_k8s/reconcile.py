@@ -20,6 +20,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import side_by_side
 
 SECRET = discovery.entry("", "v1", "Secret", "secrets", True, True)
 NAMESPACE = discovery.entry("", "v1", "Namespace", "namespaces", False, True)
@@ -52,7 +53,11 @@ def _row_of(api, group_kind):
 
 def _list_members(api, group_kind, ids):
     """Every object of ``group_kind`` that belongs to one of the ApplySets ``ids``, one list call; None when not served."""
-    row = _row_of(api, group_kind)
+    return _list_of(api, _row_of(api, group_kind), ids)
+
+
+def _list_of(api, row, ids):
+    """As _list_members, by the kind's table row (None: not served)."""
     if row is None:
         return None
     selector = "%s in (%s)" % (aset.PART_OF_LABEL, ",".join(sorted(ids))) if len(ids) > 1 \
@@ -97,8 +102,11 @@ def _members(api, plans):
         for group_kind in set(plan["recorded"]) | set(aset.group_kinds(plan["planned"])):
             wanted.setdefault(group_kind, set()).add(plan["id"])
     found, unlisted = {}, set()
-    for group_kind in sorted(wanted):
-        items = _list_members(api, group_kind, sorted(wanted[group_kind]))
+    kinds = sorted(wanted)
+    # Each kind's table row first (a kind missing from the table may read it again), then every list at once.
+    rows = [_row_of(api, group_kind) for group_kind in kinds]
+    listed = side_by_side.in_order(lambda job: _list_of(api, *job), [(row, sorted(wanted[k])) for k, row in zip(kinds, rows)])
+    for group_kind, items in zip(kinds, listed):
         if items is None:  # no longer served: nothing of that kind can exist
             unlisted.add(group_kind)
             continue

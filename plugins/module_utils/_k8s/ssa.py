@@ -27,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import threading
 import time
 
 from ansible.module_utils.common.dict_transformations import recursive_diff
@@ -38,6 +39,8 @@ except ImportError:  # the module reports the missing library (AnsibleK8SModule'
     ResourceInstance = None
 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.waiter import RESOURCE_PREDICATES, custom_condition
+
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import side_by_side
 
 APPLY_PATCH = "application/apply-patch+yaml"
 CRD_KIND, CRD_API = "CustomResourceDefinition", "apiextensions.k8s.io/v1"
@@ -299,6 +302,7 @@ class Applier(object):
         self._sleep = sleep
         self._clock = clock
         self.warnings = []
+        self._warned = threading.Lock()
         self.diffs = []  # the diff blocks of the objects that changed, in diff mode
 
     def _call(self, method, path, query=None, body=None, content_type=None):
@@ -311,7 +315,8 @@ class Applier(object):
         return obj
 
     def _warn(self, warnings):
-        self.warnings += [w for w in warnings if w not in self.warnings]
+        with self._warned:  # reads side by side may warn at once
+            self.warnings += [w for w in warnings if w not in self.warnings]
 
     def _before(self, obj, path):
         try:
@@ -354,15 +359,35 @@ class Applier(object):
                                          self.wait_timeout))
                 self._sleep(self.wait_sleep)
 
-    def apply(self, obj, force=False, wait=False):
-        """Apply one definition; its result as kubernetes.core.k8s gives it (changed, method, result, diff)."""
+    def _target(self, obj):
+        """``(path, key)`` of one definition: where it is applied, and its key among the known states before."""
         if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
             raise ApplyError("Every definition needs apiVersion, kind and metadata.name; got %r" % (describe(obj or {}),))
         entry = self.resources.find(obj["apiVersion"], obj["kind"])
         self._warn(self.resources.warnings)
-        path = object_path(entry, obj)
         meta = obj.get("metadata") or {}
         key = (obj["apiVersion"], obj["kind"], (meta.get("namespace") or "") if entry["namespaced"] else "", meta.get("name"))
+        return object_path(entry, obj), key
+
+    def read_before(self, objects):
+        """The states before of ``objects`` that no earlier read holds (the first time each is applied), every GET at
+        once: their round trips overlap, and the applies keep their order. A definition that apply() would refuse
+        is left to apply(), in its turn."""
+        jobs, keys = [], set()
+        for obj in objects:
+            try:
+                path, key = self._target(obj)
+            except ApplyError:
+                continue
+            if key not in self._known and key not in keys:
+                keys.add(key)
+                jobs.append((key, obj, path))
+        states = side_by_side.in_order(lambda job: self._before(job[1], job[2]), jobs)
+        self._known.update((job[0], state) for job, state in zip(jobs, states))
+
+    def apply(self, obj, force=False, wait=False):
+        """Apply one definition; its result as kubernetes.core.k8s gives it (changed, method, result, diff)."""
+        path, key = self._target(obj)
         before = self._known.pop(key) if key in self._known else self._before(obj, path)
         query = [("fieldManager", self.field_manager)]
         if force:
@@ -410,6 +435,10 @@ class Applier(object):
         """Apply each group's definitions in order; (changed, per-object results). Fails at the first error."""
         results = []
         for group in groups:
+            try:
+                self.read_before(group.get("objects") or [])
+            except ApplyError as exc:
+                raise ApplyError(exc.msg, results)
             for obj in group.get("objects") or []:
                 try:
                     results.append(self.apply(obj, bool(group.get("force_conflicts")), bool(group.get("wait"))))

@@ -72,6 +72,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import jsonschema
@@ -100,9 +101,10 @@ def load_facts(name):
 
 
 class Rendered:
-    def __init__(self, render_dir, output):
+    def __init__(self, render_dir, output, elapsed=None):
         self.dir = Path(render_dir)
         self.output = output
+        self.elapsed = elapsed  # seconds of the ansible-playbook run alone (not the harness's inventory work)
         self.layers = {}
         self.objects = []
         self.releases = {}
@@ -279,16 +281,18 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
     for source in inventories + [str(workdir / "hosts.json")]:
         argv += ["-i", source]
     argv += [str(workdir / "play.yml"), "-e", "@%s" % (workdir / "extra_vars.json")] + list(args)
+    start = time.monotonic()
     proc = subprocess.run(
         argv, cwd=str(ROOT), env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
         check=False)
+    elapsed = time.monotonic() - start
     output = proc.stdout
     (workdir / "output.txt").write_text(output)
     if expect_failure:
         assert proc.returncode != 0, "cluster.yml should have failed:\n" + output[-3000:]
     else:
         assert proc.returncode == 0, "cluster.yml failed (rc %d):\n%s" % (proc.returncode, output[-6000:])
-    return Rendered(render_dir, output)
+    return Rendered(render_dir, output, elapsed)
 
 
 def _describe(obj):

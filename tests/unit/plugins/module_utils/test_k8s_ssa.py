@@ -11,6 +11,7 @@ Each test names the part of the Kubernetes API reference it follows:
   group-version, subresources named `resource/sub`.
 """
 import copy
+import threading
 
 import pytest
 
@@ -82,6 +83,46 @@ def test_a_no_op_is_one_get_and_one_patch_per_object_and_unchanged():
     assert ctype == "application/apply-patch+yaml"
     assert query == [("fieldManager", "gpuops-platform")]
     assert body == cm("a", x="1")
+
+
+def cm_path(name):
+    return "/api/v1/namespaces/team-a/configmaps/%s" % name
+
+
+class Overlapping(Server):
+    """Server whose GETs answer only once ``reads`` of them are in flight together: a test using it hangs, then fails
+    on the barrier's timeout, unless the reads overlap."""
+
+    def __init__(self, answers, reads):
+        super(Overlapping, self).__init__(answers)
+        self.together = threading.Barrier(reads, timeout=10)
+
+    def __call__(self, method, path, query=None, body=None, content_type=None):
+        if method == "GET":
+            self.together.wait()
+        return super(Overlapping, self).__call__(method, path, query, body, content_type)
+
+
+def test_the_states_before_of_a_group_are_read_at_once_and_its_applies_keep_their_order():
+    names = ["a", "b", "c"]
+    answers = dict(((verb, cm_path(n)), (stored(cm(n, x="1")),)) for n in names for verb in ("GET", "PATCH"))
+    server = Overlapping(answers, reads=3)
+    changed, results = applier(server).apply_groups([{"objects": [cm(n, x="1") for n in names]}])
+    assert sorted(server.methods()[:3]) == [("GET", cm_path(n)) for n in names]
+    assert server.methods()[3:] == [("PATCH", cm_path(n)) for n in names]
+    assert changed is False and [r["result"]["metadata"]["name"] for r in results] == names
+
+
+def test_a_read_that_fails_stops_its_group_before_any_of_its_applies():
+    forbidden = ssa.ApiError(403, {"message": "configmaps is forbidden"})
+    live = stored(ns("team-a"))
+    server = Server({("GET", "/api/v1/namespaces/team-a"): (live,), ("PATCH", "/api/v1/namespaces/team-a"): (live,),
+                     ("GET", cm_path("a")): (stored(cm("a")),), ("GET", cm_path("b")): forbidden})
+    with pytest.raises(ssa.ApplyError, match=r"Reading ConfigMap team-a/b failed \(HTTP 403\)") as err:
+        applier(server).apply_groups([{"objects": [ns("team-a")]}, {"objects": [cm("a"), cm("b")]}])
+    assert [c for c in server.methods() if c[0] == "PATCH"] == [("PATCH", "/api/v1/namespaces/team-a")]
+    # What the earlier group applied is reported with the failure.
+    assert [r["result"]["metadata"]["name"] for r in err.value.results] == ["team-a"]
 
 
 def test_a_state_before_read_already_costs_no_get_and_serves_once():
