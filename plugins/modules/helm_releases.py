@@ -21,7 +21,7 @@ description:
   - Only where the decision needs more, asks helm again, per release - C(helm get values -o json) for a release
     C(deployed) at the wanted chart and version, to compare its values with the wanted ones, and
     C(helm history -o json) for a release left C(pending-install), C(pending-upgrade) or C(pending-rollback), to find
-    the revision to roll back to.
+    the revision to roll back to. Those reads run side by side, each in a helm of its own.
   - Decides per release (see P(gpuops.platform.k8s_helm_decide#filter)) - C(install), C(upgrade), C(unchanged) (the
     deployed chart version and values equal the wanted ones), or first recover from an interrupted operation
     (C(uninstall), or C(rollback) to the last deployed revision).

@@ -22,6 +22,9 @@ description:
     C(404) means the apply creates it), and one C(PATCH), whose answer is the object as stored. In check mode the
     C(PATCH) is a dry run (C(dryRun=All)); the server validates and answers with what it would store, and stores
     nothing.
+  - The reads go out side by side, up to eight at once, and the writes one by one, in order - the C(GET)s of a
+    group's objects all come before the group's first C(PATCH), and with O(applysets) the member lists of every
+    kind at once. A read that fails stops its group before any of its writes.
   - Request paths come from O(api_table). A kind the table does not name (for example one whose
     CustomResourceDefinition an earlier group of the same run applied) is looked up with one discovery C(GET) of
     its group-version.
