@@ -157,15 +157,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common i
     HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import HelmRunner
-
-RELEASE_SPEC = dict(
-    name=dict(type="str", required=True),
-    namespace=dict(type="str", required=True),
-    chart=dict(type="str", default=""),
-    chart_version=dict(type="str", required=True),
-    values_digest=dict(type="str", required=True, no_log=True),
-)
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, read_and_decide
 
 
 def argument_spec():
@@ -173,39 +165,6 @@ def argument_spec():
     spec.update(releases=dict(type="list", elements="dict", required=True, options=RELEASE_SPEC),
                 recover=dict(type="bool", default=True))
     return spec
-
-
-def _read(release, need):
-    """The helm read that ``need`` names for a release: its arguments, what it should print, whether a failure may
-    show its output (never for values)."""
-    where = [release["name"], "--namespace", release["namespace"], "-o", "json"]
-    if need == "values":
-        return ["get", "values"] + where, "(the values)", False
-    return ["history"] + where, "(a history)", True
-
-
-def read_and_decide(module, releases, recover):
-    """One helm list for every release, then values or history only where the decision needs them."""
-    run = HelmRunner(module)
-    plans = []
-    if releases:
-        try:
-            listed = helm.listed_by_release(run(helm.list_args(releases), "(a list of releases)"))
-        except ValueError as exc:
-            run.fail(str(exc))
-        entries = [listed.get((release["namespace"], release["name"])) for release in releases]
-        needs = [helm.needs(release, entry) for release, entry in zip(releases, entries)]
-        # Every read a decision needs, side by side: the values of each release deployed at the wanted chart (they
-        # may hold secrets: never in the result, not even when helm fails), the history of each one left pending.
-        reads = [_read(release, need) for release, need in zip(releases, needs) if need]
-        answers = iter(run.side_by_side(reads))
-        for release, entry, need in zip(releases, entries, needs):
-            answer = next(answers) if need else None
-            values = answer if need == "values" else None
-            history = answer if need == "history" else None
-            plans.append(helm.decide(release, entry, history, {} if values is None and need == "values" else values,
-                                     recover))
-    return plans, run.commands
 
 
 def main():

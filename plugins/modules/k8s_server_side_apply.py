@@ -155,6 +155,48 @@ options:
         description: Delete a pruned namespace even when it holds objects the collection did not create.
         type: bool
         default: false
+  releases:
+    description:
+      - Helm releases to read and decide on first, in the same run, as M(gpuops.platform.helm_releases) does (one
+        C(helm list), then the values or history that each decision needs, side by side; helm connects with the
+        same settings).
+      - When every release is C(unchanged) (deployed at the wanted chart version, with the wanted values), the
+        module goes on and applies O(groups) (and O(applysets), O(read)); a no-op then takes one module run.
+        Otherwise it applies nothing and returns RV(helm) with RV(applied=false), so that the releases are
+        installed, upgraded or recovered first and the objects applied after them.
+      - With O(recover=false), a release left pending fails the task, naming the helm command to run by hand.
+      - The entries of P(gpuops.platform.k8s_helm_wanted#filter), whose values are compared by digest only.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Release name.
+        type: str
+        required: true
+      namespace:
+        description: Release namespace.
+        type: str
+        required: true
+      chart:
+        description: Chart name, as C(helm list) prints it before the version.
+        type: str
+        default: ""
+      chart_version:
+        description: Wanted chart version.
+        type: str
+        required: true
+      values_digest:
+        description: Digest of the wanted values.
+        type: str
+        required: true
+  recover:
+    description: With O(releases), recover a release left pending (see M(gpuops.platform.helm_releases)).
+    type: bool
+    default: true
+  binary_path:
+    description: The helm binary for O(releases); by default the one on C(PATH).
+    type: path
 extends_documentation_fragment:
   - gpuops.platform.attributes
   - gpuops.platform.attributes.node
@@ -278,6 +320,18 @@ read:
   sample: [{"api_version": "nvidia.com/v1", "kind": "ClusterPolicy", "served": true,
             "resources": [{"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
                            "status": {"state": "ready"}}]}]
+applied:
+  description: Whether O(groups) were applied; V(false) only when a release of O(releases) must move first.
+  returned: always
+  type: bool
+helm:
+  description: With O(releases), their C(plans) and the helm C(commands) run, as M(gpuops.platform.helm_releases)
+    returns them; no values and no digest.
+  returned: with O(releases)
+  type: dict
+  sample: {"plans": [{"name": "gpu-operator", "namespace": "gpu-operator", "action": "unchanged"}],
+           "commands": [["list", "--all", "--all-namespaces", "--max", "0", "--filter", "^(?:gpu-operator)$", "-o",
+                         "json"]]}
 warnings:
   description: Warnings the API server sent (C(Warning) headers), each once.
   returned: when the server sent any
@@ -288,11 +342,13 @@ warnings:
 import json
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, reconcile, ssa
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, helm, reconcile, ssa
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, read_and_decide
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
 
 try:
@@ -329,6 +385,23 @@ def transport(client):
     return request
 
 
+def _releases(module):
+    """The helm state of O(releases), read and decided as helm_releases does; a release left pending without
+    recovery fails the task."""
+    releases = module.params["releases"]
+    try:
+        for release in releases:
+            helm.check_release(release)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    # kubernetes.core's helm pieces over this module: helm's binary, and the same connection as its environment.
+    plans, commands = read_and_decide(AnsibleHelmModule(module=module._module), releases, module.params["recover"])
+    stops = [p["reason"] for p in plans if p["action"] == "fail"]
+    if stops:
+        module.fail_json(msg=" ".join(stops), helm={"plans": plans, "commands": commands})
+    return {"plans": plans, "commands": commands}
+
+
 def main():
     argument_spec = dict(
         groups=dict(type="list", elements="dict", required=True, options=dict(
@@ -357,12 +430,18 @@ def main():
         )),
     )
     argument_spec.update(AUTH_ARG_SPEC)
+    argument_spec.update(releases=dict(type="list", elements="dict", default=[], options=RELEASE_SPEC),
+                         recover=dict(type="bool", default=True), binary_path=dict(type="path"))
     module = AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
     results = []
     if not module._module.no_log and any(g["no_log"] for g in params["groups"]):
         module.fail_json(msg="groups: a group with no_log: true holds secrets; apply it in a task with no_log: true, "
                              "so that its objects reach no output")
+    helm_state = _releases(module) if params["releases"] else None
+    if helm_state and [p for p in helm_state["plans"] if p["action"] != "unchanged"]:
+        # A release moves: it goes first, and the objects after it (another run of this module).
+        module.exit_json(changed=False, applied=False, helm=helm_state, result={"results": []}, read=[])
     sets = params["applysets"]
     pruning = {}
     read = []
@@ -400,7 +479,9 @@ def main():
     extra = {"diff": applier.diffs} if module._diff else {}
     if sets:
         extra["applysets"] = pruning
-    module.exit_json(changed=changed, result={"results": results}, read=read, **extra)
+    if helm_state:
+        extra["helm"] = helm_state
+    module.exit_json(changed=changed, applied=True, result={"results": results}, read=read, **extra)
 
 
 if __name__ == "__main__":

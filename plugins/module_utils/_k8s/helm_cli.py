@@ -15,6 +15,18 @@ __metaclass__ = type
 import json
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
+
+# The argument spec of one release to read and decide on (k8s_helm_wanted's entries): helm_releases' and
+# k8s_server_side_apply's ``releases``.
+RELEASE_SPEC = dict(
+    name=dict(type="str", required=True),
+    namespace=dict(type="str", required=True),
+    chart=dict(type="str", default=""),
+    chart_version=dict(type="str", required=True),
+    values_digest=dict(type="str", required=True, no_log=True),
+)
+
 
 class HelmRunner(object):
     """``run(args, what, show_output=True, shown=None, parse=True)``: helm with the module's connection settings; its
@@ -72,3 +84,37 @@ class HelmRunner(object):
 
     def fail(self, msg, **extra):
         self.module.fail_json(msg=msg, commands=self.commands, **extra)
+
+
+def _read(release, need):
+    """The helm read that ``need`` names for a release: its arguments, what it should print, whether a failure may
+    show its output (never for values)."""
+    where = [release["name"], "--namespace", release["namespace"], "-o", "json"]
+    if need == "values":
+        return ["get", "values"] + where, "(the values)", False
+    return ["history"] + where, "(a history)", True
+
+
+def read_and_decide(module, releases, recover):
+    """``(plans, commands)``: one helm list for every release, then values or history only where the decision needs
+    them (helm.decide), over ``module`` (kubernetes.core's AnsibleHelmModule: helm's binary and connection)."""
+    run = HelmRunner(module)
+    plans = []
+    if releases:
+        try:
+            listed = helm.listed_by_release(run(helm.list_args(releases), "(a list of releases)"))
+        except ValueError as exc:
+            run.fail(str(exc))
+        entries = [listed.get((release["namespace"], release["name"])) for release in releases]
+        needs = [helm.needs(release, entry) for release, entry in zip(releases, entries)]
+        # Every read a decision needs, side by side: the values of each release deployed at the wanted chart (they
+        # may hold secrets: never in the result, not even when helm fails), the history of each one left pending.
+        reads = [_read(release, need) for release, need in zip(releases, needs) if need]
+        answers = iter(run.side_by_side(reads))
+        for release, entry, need in zip(releases, entries, needs):
+            answer = next(answers) if need else None
+            values = answer if need == "values" else None
+            history = answer if need == "history" else None
+            plans.append(helm.decide(release, entry, history, {} if values is None and need == "values" else values,
+                                     recover))
+    return plans, run.commands

@@ -250,8 +250,13 @@ def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(
             ["list", "--all", "--all-namespaces", "--max", "0", "--filter", "^(?:gpu\\-operator)$", "-o", "json"],
             ["get", "values", "gpu-operator", "--namespace", "gpu-operator", "-o", "json"]]
         assert "chart %s and values already deployed" % release["version"] in result.output
-        # The module's result, as -vvv shows it, carries the decision, never the values.
-        task = result.output.split("Ask helm for the state of every release and decide]", 1)[1].split("TASK [", 1)[0]
+        # The module's result, as -vvv shows it, carries the decision, never the values. Nothing moved, so the
+        # same module run applied the objects: the call after the Helm releases is skipped.
+        task = result.output.split("Ask helm for the state of every release, and apply the objects of every layer "
+                                   "when none moves]", 1)[1].split("TASK [", 1)[0]
+        assert "applied: true" in task
+        after = result.output.split("Apply the objects of every layer after the Helm releases]", 1)[1].split("TASK [", 1)[0]
+        assert "skipping: [localhost]" in after and "ok: [localhost]" not in after, after
         assert "chart %s and values already deployed" % release["version"] in task
         assert marker not in task
         assert "Kubernetes GPU stack applied" in " ".join(result.output.split())

@@ -17,6 +17,9 @@ from ansible.module_utils import basic
 from fake_apiserver import FakeAPIServer
 from support.module_args import ExitJson, FailJson, module_exits, patch_module_args
 
+from test_core_apply import helm_storage
+
+from ansible_collections.gpuops.platform.plugins.filter.k8s_helm import k8s_helm_wanted
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import applyset as aset
 from ansible_collections.gpuops.platform.plugins.modules import k8s_server_side_apply
 
@@ -268,3 +271,45 @@ def test_with_applysets_an_object_that_moves_to_another_set_is_no_member_of_the_
         assert parents == {"gpuops-a": [], "gpuops-b": ["Namespace"]}, parents
         again = call("b")
         assert again["changed"] is False, again
+
+
+RELEASE = {"name": "demo", "namespace": "team-a", "chart": "demo", "version": "1.2.0",
+           "repo_url": "https://charts.example/demo", "values": {"replicas": 2}}
+
+
+def test_with_releases_one_that_moves_stops_the_applies_and_none_moving_lets_them_through_in_the_same_run(helm_dir):
+    """The helm decision first (one helm list, then the values of a release deployed at the wanted chart); the
+    objects only when every release stays as it is, so that a no-op is one module run."""
+    helm = {"releases": k8s_helm_wanted([RELEASE]), "binary_path": str(helm_dir / "helm")}
+    with FakeAPIServer() as api:
+        api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+        # Not installed yet: it goes first; nothing is applied.
+        first = run(api, groups=groups(), **helm)
+        assert first["applied"] is False and not first["changed"] and first["result"] == {"results": []}
+        assert [(p["name"], p["action"]) for p in first["helm"]["plans"]] == [("demo", "install")]
+        assert [c[0] for c in first["helm"]["commands"]] == ["list"] and not api.writes()
+        # Deployed at the wanted chart and values: the same run reads its values, then applies every group.
+        helm_storage(api, RELEASE, RELEASE["values"], 1, "deployed", RELEASE["version"])
+        done = run(api, groups=groups(), **helm)
+        assert done["applied"] is True and done["changed"]
+        assert [(p["name"], p["action"]) for p in done["helm"]["plans"]] == [("demo", "unchanged")]
+        assert [c[:2] for c in done["helm"]["commands"]] == [["list", "--all"], ["get", "values"]]
+        assert [r["result"]["metadata"]["name"] for r in done["result"]["results"]][-1] == "w"
+        # The values never come back, not even as their digest.
+        assert "replicas" not in repr(done) and helm["releases"][0]["values_digest"] not in repr(done)
+        # Other values deployed: an upgrade goes first, nothing is applied.
+        helm_storage(api, RELEASE, {"replicas": 3}, 2, "deployed", RELEASE["version"])
+        writes = len(api.writes())
+        moved = run(api, groups=groups(), **helm)
+        assert moved["applied"] is False and moved["helm"]["plans"][0]["action"] == "upgrade"
+        assert len(api.writes()) == writes
+
+
+def test_with_releases_a_pending_one_without_recovery_fails_before_any_apply(helm_dir):
+    with FakeAPIServer() as api:
+        api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+        helm_storage(api, RELEASE, RELEASE["values"], 1, "pending-install", RELEASE["version"])
+        failed = run(api, groups=groups(), releases=k8s_helm_wanted([RELEASE]), recover=False,
+                     binary_path=str(helm_dir / "helm"))
+        assert failed["failed"] and "Helm release demo in namespace team-a is pending-install" in failed["msg"]
+        assert "`helm uninstall demo --namespace team-a`" in failed["msg"] and not api.writes()
