@@ -23,8 +23,9 @@ the scratch folder) reads that storage; a no-op then runs one `helm list` and
 one `helm get values` per release, and installs or upgrades nothing, as on a
 real cluster where nothing changed. Each run prints the helm calls too.
 
-The scenario is applied once, then `--runs` no-op runs are timed. Each run
-prints the wall time, the tasks executed (PLAY RECAP, skipped ones included),
+The scenario is applied once, then `--runs` no-op runs are timed, each as its
+`ansible-playbook` process alone, as the floor is (not the harness's work
+around it). Each run prints the wall time, the tasks executed (PLAY RECAP, skipped ones included),
 the objects applied, and the API calls by verb as the fake API server counted
 them. `kubectl apply --server-side` of the same objects sends one PATCH per
 object after its discovery, which is the floor for the API calls.
