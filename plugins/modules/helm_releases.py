@@ -156,8 +156,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.helm import Ansibl
 from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common import (
     HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, read_and_decide
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, checked_state
 
 
 def argument_spec():
@@ -170,14 +169,7 @@ def argument_spec():
 def main():
     module = AnsibleHelmModule(argument_spec=argument_spec(), mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
                                supports_check_mode=True)
-    releases = module.params["releases"]
-    try:
-        for release in releases:
-            helm.check_release(release)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    plans, commands = read_and_decide(module, releases, module.params["recover"])
-    stops = [p["reason"] for p in plans if p["action"] == "fail"]
+    plans, commands, stops = checked_state(module, module.params["releases"], module.params["recover"])
     if stops:
         module.fail_json(msg=" ".join(stops), plans=plans, commands=commands)
     module.exit_json(changed=False, plans=plans, commands=commands)

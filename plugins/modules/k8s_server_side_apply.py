@@ -347,8 +347,8 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, helm, reconcile, ssa
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, read_and_decide
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, reconcile, ssa
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, checked_state
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
 
 try:
@@ -388,15 +388,9 @@ def transport(client):
 def _releases(module):
     """The helm state of O(releases), read and decided as helm_releases does; a release left pending without
     recovery fails the task."""
-    releases = module.params["releases"]
-    try:
-        for release in releases:
-            helm.check_release(release)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
     # kubernetes.core's helm pieces over this module: helm's binary, and the same connection as its environment.
-    plans, commands = read_and_decide(AnsibleHelmModule(module=module._module), releases, module.params["recover"])
-    stops = [p["reason"] for p in plans if p["action"] == "fail"]
+    plans, commands, stops = checked_state(AnsibleHelmModule(module=module._module), module.params["releases"],
+                                           module.params["recover"])
     if stops:
         module.fail_json(msg=" ".join(stops), helm={"plans": plans, "commands": commands})
     return {"plans": plans, "commands": commands}

@@ -95,6 +95,19 @@ def _read(release, need):
     return ["history"] + where, "(a history)", True
 
 
+def checked_state(module, releases, recover):
+    """``(plans, commands, stops)`` of ``releases``: their names checked against Helm's rules first (a bad one fails
+    the module before helm runs), then read_and_decide; ``stops`` are the reasons of the releases left pending that
+    recovery may not touch (``recover=False``), to fail with."""
+    try:
+        for release in releases:
+            helm.check_release(release)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    plans, commands = read_and_decide(module, releases, recover)
+    return plans, commands, [p["reason"] for p in plans if p["action"] == "fail"]
+
+
 def read_and_decide(module, releases, recover):
     """``(plans, commands)``: one helm list for every release, then values or history only where the decision needs
     them (helm.decide), over ``module`` (kubernetes.core's AnsibleHelmModule: helm's binary and connection)."""
