@@ -35,9 +35,12 @@ options:
     default: {}
   convert_data:
     description:
-      - Whether to convert YAML into data; read by P(ansible.builtin.template#lookup) before ansible-core 2.19 only.
+      - Whether text that reads as a literal (a JSON list, say) is turned into data; read by
+        P(ansible.builtin.template#lookup) before ansible-core 2.19 only, where its default is V(true).
+      - V(false) by default here, so that a template gives its text on every ansible-core, as 2.19 and later always
+        do; the roles parse it themselves (C(from_yaml), C(from_json)).
     type: bool
-    default: true
+    default: false
   jinja2_native:
     description:
       - Whether to use Jinja2 native types; read by P(ansible.builtin.template#lookup) before ansible-core 2.19 only.

@@ -265,9 +265,10 @@ def test_a_failed_discovery_removes_the_token_kubeconfig_it_wrote():
     assert _token_folders() == []
 
 
-@pytest.mark.parametrize("given", [{"kubeconfig": "/etc/kubernetes/admin.conf"}, {"context": "admin"},
-                                   {"host": ""}, {"api_key": "two\nlines"}], ids=["kubeconfig", "context", "no-host",
-                                                                                   "line-break"])
+REFUSED = [{"kubeconfig": "/etc/kubernetes/admin.conf"}, {"context": "admin"}, {"host": ""}, {"api_key": "two\nlines"}]
+
+
+@pytest.mark.parametrize("given", REFUSED, ids=["kubeconfig", "context", "no-host", "line-break"])
 def test_token_kubeconfig_refuses_what_would_replace_or_break_the_token_before_any_call(given):
     with FakeAPIServer() as api:
         result = discover(api, token_kubeconfig=True, **given)

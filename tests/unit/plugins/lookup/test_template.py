@@ -75,3 +75,10 @@ def test_layered_variables_keep_their_order(role):
     variables = ChainMap(task, play)
     assert _run("gpuops.platform.template", variables) == ["who: gpu-b\nfile: objects.yml.j2\nextra: none\nn: 3\n"]
     assert task == {"who": "gpu-b"} and "template_path" not in play
+
+
+def test_text_that_reads_as_a_literal_stays_text_on_every_ansible_core(role):
+    # ansible.builtin.template before 2.19 turned "[...]" into a list by default (convert_data); the roles parse the
+    # text themselves (gpu_nodes' nodes.json.j2 with from_json).
+    (role / "templates" / "objects.yml.j2").write_text('[{"host": {{ who | to_json }}}, {"n": {{ things | length }}}]')
+    assert _run("gpuops.platform.template", _variables(role)) == ['[{"host": "gpu-a"}, {"n": 3}]']
