@@ -13,9 +13,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.side_by_side import in_order
 
 # The argument spec of one release to read and decide on (k8s_helm_wanted's entries): helm_releases' and
 # k8s_server_side_apply's ``releases``.
@@ -44,8 +44,13 @@ class HelmRunner(object):
         if self._binary is None:
             self._binary = self.module.get_helm_binary()
         self.commands.append([(shown or {}).get(a, a) for a in args])
-        printed = " ".join(self.commands[-1])
         rc, out, err = self.module.run_helm_command([self._binary] + list(args), fails_on_error=False)
+        return self._answer(self.commands[-1], what, show_output, parse, rc, out, err)
+
+    def _answer(self, shown_args, what, show_output, parse, rc, out, err):
+        """One helm run's output, parsed as JSON unless not ``parse``; a failure, or output that is no JSON, fails
+        the module naming the command."""
+        printed = " ".join(shown_args)
         if rc != 0:
             self.fail("`helm %s` failed (exit %d): %s" % (printed, rc, (err or "").strip() or "no message"),
                       stderr=err, stdout=out if show_output else "")
@@ -67,19 +72,13 @@ class HelmRunner(object):
         # first use, so once here, before the threads. run_command builds each child's environment from a copy of
         # its own: one thread per read is safe.
         environment = self.module.env_update
-        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-            done = list(pool.map(lambda call: self.module.run_command([self._binary] + list(call[0]),
-                                                                      environ_update=environment), calls))
+        done = in_order(
+            lambda call: self.module.run_command([self._binary] + list(call[0]), environ_update=environment),
+            calls, workers=len(calls))
         results = []
         for (args, what, show), (rc, out, err) in zip(calls, done):
             self.commands.append(list(args))
-            if rc != 0:
-                self.fail("`helm %s` failed (exit %d): %s" % (" ".join(args), rc, (err or "").strip() or "no message"),
-                          stderr=err, stdout=out if show else "")
-            try:
-                results.append(json.loads(out or "null"))
-            except ValueError as exc:
-                self.fail("`helm %s` printed no JSON %s: %s" % (" ".join(args), what, exc), stdout=out if show else "")
+            results.append(self._answer(self.commands[-1], what, show, True, rc, out, err))
         return results
 
     def fail(self, msg, **extra):
