@@ -202,6 +202,13 @@ ansible_facts:
             architecture:
               description: C(ampere), C(ada), C(hopper), C(blackwell), ...
               type: str
+            cuda_compute_capability:
+              description:
+                - The CUDA compute capability, C(major.minor) (C(9.0) for Hopper).
+                - The device plugin's MPS daemon allows 48 clients per GPU from 7.5 on and 16 below,
+                  so the capacity plan checks MPS replicas against it.
+              type: str
+              sample: "9.0"
             pci:
               description: C(bus_id) and C(device_id) as NVML reports them (C(0x233010DE)).
               type: dict

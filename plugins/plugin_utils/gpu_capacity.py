@@ -51,6 +51,19 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 # Keys of a sharing config and of one of its resources (anything else is a typo).
 SHARING_KEYS = ("name", "mode", "replicas", "resources", "rename_by_default", "fail_requests_greater_than_one")
 RESOURCE_KEYS = ("name", "replicas")
+# The device plugin's MPS control daemon serves at most 48 clients per GPU of compute capability
+# 7.5 or newer and 16 below (cmd/mps-control-daemon/mps/device.go, maxClients); with more replicas
+# it refuses the config and the device plugin waits for it for ever, advertising nothing.
+MPS_MAX_CLIENTS = 48
+MPS_MAX_CLIENTS_BEFORE_7_5 = 16
+MPS_LIMIT_SOURCE = ("the device plugin's MPS control daemon allows at most %d clients per GPU of compute "
+                    "capability 7.5 or newer and %d below (cmd/mps-control-daemon/mps/device.go)"
+                    % (MPS_MAX_CLIENTS, MPS_MAX_CLIENTS_BEFORE_7_5))
+# Facts recorded before cuda_compute_capability was: the architecture settles which side of 7.5.
+_ARCH_FROM_7_5 = {"kepler": False, "maxwell": False, "pascal": False, "volta": False,
+                  "turing": True, "ampere": True, "ada": True, "hopper": True, "blackwell": True, "rubin": True}
+# A MIG device of a compute instance smaller than its GPU instance: "1c.3g.40gb".
+_SUB_PROFILE = re.compile(r"([0-9]+)c\.([0-9]+)g\.")
 
 
 class CapacityError(AnsibleFilterError):
@@ -97,6 +110,29 @@ def _unknown_keys(mapping, known, where):
             where, "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(known)))
 
 
+def mps_max_clients(gpu):
+    """``(limit, basis)``: the MPS clients one GPU (its nvml facts) may serve, and what that rests on."""
+    gpu = gpu if isinstance(gpu, Mapping) else {}
+    capability = to_text(gpu.get("cuda_compute_capability") or "")
+    match = re.fullmatch(r"([0-9]+)\.([0-9]+)", capability)
+    if match:
+        recent = (int(match.group(1)), int(match.group(2))) >= (7, 5)
+        basis = "compute capability %s" % capability
+    else:
+        arch = to_text(gpu.get("architecture") or "").lower()
+        recent = _ARCH_FROM_7_5.get(arch)
+        if recent is None:
+            return MPS_MAX_CLIENTS_BEFORE_7_5, "no compute capability recorded, so the lower limit"
+        basis = "architecture %s, compute capability %s 7.5" % (arch, "at least" if recent else "below")
+    return (MPS_MAX_CLIENTS if recent else MPS_MAX_CLIENTS_BEFORE_7_5), basis
+
+
+def is_compute_sub_profile(profile):
+    """Whether a MIG device's profile is a compute instance smaller than its GPU instance (1c.3g.40gb)."""
+    match = _SUB_PROFILE.match(to_text(profile or ""))
+    return bool(match) and match.group(1) != match.group(2)
+
+
 def gpu_product_label(name):
     """A GPU's product name as a label value, the way GPU Feature Discovery writes it."""
     text = re.sub(r"[^A-Za-z0-9._-]+", "-", to_text(name or "").strip()).strip("-._")
@@ -108,8 +144,11 @@ def _check_resource_name(rname, where, mig_strategy, advertised=True):
     if not rname.startswith(RESOURCE_PREFIX):
         rname = RESOURCE_PREFIX + rname
     if len(rname) > MAX_RESOURCE_NAME_LENGTH:
-        raise CapacityError("%s: fully-qualified resource name must be %d characters or less: %s"
-                            % (where, MAX_RESOURCE_NAME_LENGTH, rname))
+        raise CapacityError("%s: fully-qualified resource name must be %d characters or less: %s%s"
+                            % (where, MAX_RESOURCE_NAME_LENGTH, rname, "" if advertised else (
+                                " (this collection's own rule: the device plugin limits every name it is given to %d "
+                                "characters but appends %s without checking, so the renamed resource is held to the "
+                                "same limit)" % (MAX_RESOURCE_NAME_LENGTH, SHARED_SUFFIX))))
     if not _DNS_SUBDOMAIN.fullmatch(rname[len(RESOURCE_PREFIX):]):
         raise CapacityError("%s: incorrect format for resource name %r: the part after nvidia.com/ must be a "
                             "DNS-1123 subdomain (a-z, 0-9, '-' and '.')" % (where, rname))
@@ -213,6 +252,12 @@ def gpu_sharing_configs(configs, mig_strategy="single", default=""):
                 raise CapacityError(
                     "%s: replicas of %s is %d, but the device plugin refuses it (\"number of replicas must be >= 2\"); "
                     "for whole GPUs use mode none" % (where, rname, replicas))
+            if mode == "mps" and replicas > MPS_MAX_CLIENTS:
+                raise CapacityError(
+                    "%s: MPS replicas of %s is %d, more than any GPU serves: %s, and the device plugin then waits "
+                    "for the daemon for ever, advertising nothing; use at most %d (%d for GPUs below compute "
+                    "capability 7.5)" % (where, rname, replicas, MPS_LIMIT_SOURCE, MPS_MAX_CLIENTS,
+                                         MPS_MAX_CLIENTS_BEFORE_7_5))
             if rename_by_default:
                 _check_resource_name(rname + SHARED_SUFFIX, where + " (rename_by_default)", mig_strategy, advertised=False)
             resources.append({"name": rname, "replicas": replicas})
@@ -290,6 +335,8 @@ def _base_resources(node, strategy):
         full = _int(facts.get("gpu_count") or 0, "node %s: gpu_count" % name)
     if not mig:
         return {GPU: full}, False
+    if strategy == "mixed":
+        _refuse_sub_profiles(name, facts.get("gpus"))
     if strategy == "none":
         # The device plugin ignores MIG under none: a MIG-enabled GPU is one whole nvidia.com/gpu.
         return {GPU: full + mig}, True
@@ -305,6 +352,36 @@ def _base_resources(node, strategy):
     if full:
         counts[GPU] = full
     return counts, True
+
+
+def _refuse_sub_profiles(name, gpus):
+    """Under the mixed strategy the device plugin names MIG resources after whole GPU-instance profiles
+    only (internal/rm/rm.go, AddDefaultResourcesToConfig skips a profile whose C differs from its G): a
+    sub-profile device matches none of them, and the plugin fails for the whole node."""
+    for gpu in gpus or []:
+        for dev in ((gpu.get("mig") or {}).get("devices") or []):
+            profile = to_text(dev.get("profile") or "")
+            if is_compute_sub_profile(profile):
+                raise CapacityError(
+                    "node %s: GPU %s has the MIG device %s, a compute instance smaller than its GPU instance; under "
+                    "the mixed strategy the device plugin fails on it (\"MIG profile '%s' does not match any "
+                    "resource patterns\") and advertises nothing on this node, its full GPUs included; give the "
+                    "node a MIG layout without sub-profiles (mig_config_name, which the mig role applies)"
+                    % (name, gpu.get("index"), profile, profile))
+
+
+def _check_mps_clients(name, facts, config, resource, replicas):
+    """A node's MPS replicas against what each of its GPUs' MPS daemon serves (mps_max_clients)."""
+    gpus = (facts or {}).get("gpus") or [{}]
+    for gpu in gpus:
+        limit, basis = mps_max_clients(gpu)
+        if replicas > limit:
+            raise CapacityError(
+                "node %s: device-plugin config %r shares %s %d ways with MPS, but %s at most %d MPS "
+                "clients (%s): %s; select a config with at most %d replicas for this node"
+                % (name, config, resource, replicas,
+                   "GPU %s allows" % gpu["index"] if "index" in gpu else "its GPUs allow",
+                   limit, basis, MPS_LIMIT_SOURCE, limit))
 
 
 def _driver(facts):
@@ -425,6 +502,8 @@ def gpu_capacity(nodes, mig_strategy="single", sharing=None, default_config=""):
                 count = resources.pop(res["name"], None)
                 if count is None:
                     continue
+                if cfg["mode"] == "mps" and count:
+                    _check_mps_clients(name, facts, config, res["name"], res["replicas"])
                 # renameByDefault advertises <resource>.shared; the plugin has no other rename.
                 new = res["name"] + SHARED_SUFFIX if cfg["rename_by_default"] else res["name"]
                 resources[new] = resources.get(new, 0) + count * res["replicas"]

@@ -127,6 +127,7 @@ def _blank_gpu(index):
         "serial": None,
         "board_part_number": None,
         "architecture": None,
+        "cuda_compute_capability": None,
         "pci": {"bus_id": None, "device_id": None},
         "memory": {"total_mib": None, "used_mib": None},
         "mig": {"supported": False, "current_mode": None, "pending_mode": None, "devices": []},
@@ -219,6 +220,9 @@ class _Collector(object):
         gpu["board_part_number"] = nvml_text(q(err, "nvmlDeviceGetBoardPartNumber", h))
         arch = q(err, "nvmlDeviceGetArchitecture", h)
         gpu["architecture"] = self.arch_names.get(arch) if arch is not None else None
+        # "9.0": the device plugin's MPS daemon allows 48 clients from 7.5 on, 16 below.
+        capability = q(err, "nvmlDeviceGetCudaComputeCapability", h)
+        gpu["cuda_compute_capability"] = "%d.%d" % tuple(capability) if capability is not None else None
 
         pci = q(err, "nvmlDeviceGetPciInfo", h)
         if pci is not None:
@@ -606,6 +610,7 @@ REQUIRED_GPU_KEYS = ("index", "pci", "mig")
 MAX_REPLAY_BYTES = 16 * 1024 * 1024
 MIG_MODES = ("enabled", "disabled")
 _DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{8}\Z")
+_COMPUTE_CAPABILITY = re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}\Z")
 
 
 def _type_name(value):
@@ -715,6 +720,10 @@ def _check_gpu(problems, where, gpu):
         problems.append("%s.index must be >= 0, got %d" % (where, index))
     for key in ("uuid", "name", "architecture"):
         _check_key(problems, where, gpu, key, "str")
+    capability = gpu.get("cuda_compute_capability")
+    if _check_key(problems, where, gpu, "cuda_compute_capability", "str") and not _COMPUTE_CAPABILITY.match(capability):
+        problems.append("%s.cuda_compute_capability must be a compute capability such as 9.0, got %r"
+                        % (where, capability))
     pci = gpu.get("pci")
     if "pci" in gpu and _check(problems, where + ".pci", pci, "dict", nullable=False):
         _check_key(problems, where + ".pci", pci, "bus_id", "str")

@@ -169,6 +169,16 @@ class FakeMig(object):
                 for ci_id in sorted(gi.compute_instances)]
 
 
+# The first compute capability of each architecture (CUDA C Programming Guide, compute capabilities).
+_ARCH_COMPUTE_CAPABILITY = {
+    _real.NVML_DEVICE_ARCH_KEPLER: (3, 0), _real.NVML_DEVICE_ARCH_MAXWELL: (5, 0),
+    _real.NVML_DEVICE_ARCH_PASCAL: (6, 0), _real.NVML_DEVICE_ARCH_VOLTA: (7, 0),
+    _real.NVML_DEVICE_ARCH_TURING: (7, 5), _real.NVML_DEVICE_ARCH_AMPERE: (8, 0),
+    _real.NVML_DEVICE_ARCH_ADA: (8, 9), _real.NVML_DEVICE_ARCH_HOPPER: (9, 0),
+    _real.NVML_DEVICE_ARCH_BLACKWELL: (10, 0),
+}
+
+
 class FakeGpu(object):
     def __init__(self, index, uuid, name, pci_bus_id, pci_device_id, memory_total_mib,
                  serial=None, board_part_number=None, architecture=_real.NVML_DEVICE_ARCH_UNKNOWN,
@@ -177,7 +187,7 @@ class FakeGpu(object):
                  power_limit_mw=None, power_draw_mw=None, temperature_c=None, temperature_thresholds=None,
                  ecc_mode=None, ecc_errors=None, retired_pages=None, retired_pages_pending=None,
                  remapped_rows=None, clocks=None, max_clocks=None, nvlinks=None, processes=None,
-                 fabric=None, mig=None, lost=False, unsupported=None):
+                 fabric=None, mig=None, lost=False, unsupported=None, compute_capability=None):
         self.index = index
         self.uuid = uuid
         self.name = name
@@ -189,6 +199,10 @@ class FakeGpu(object):
         self.serial = serial
         self.board_part_number = board_part_number
         self.architecture = architecture
+        # (major, minor) as nvmlDeviceGetCudaComputeCapability answers; by default the
+        # architecture's first one (every GPU NVML manages has one).
+        self.compute_capability = (tuple(compute_capability) if compute_capability is not None
+                                   else _ARCH_COMPUTE_CAPABILITY.get(architecture))
         self.minor_number = index if minor_number is None else minor_number
         self.persistence_mode = persistence_mode
         self.compute_mode = compute_mode
@@ -482,6 +496,10 @@ class FakeNvml(_Constants):
     @nvml_api
     def nvmlDeviceGetArchitecture(self, device):
         return self._gpu(device).architecture
+
+    @nvml_api
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        return _supported(self._gpu(handle).compute_capability)
 
     @nvml_api
     def nvmlDeviceGetMinorNumber(self, handle):

@@ -15,7 +15,8 @@ FIXTURES = ("dgx-a100", "hgx-h100", "h200-mig", "l40s", "no-gpu")
 # Queries the collector asks exactly once per physical GPU.
 ONCE_PER_GPU = (
     "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetSerial",
-    "nvmlDeviceGetBoardPartNumber", "nvmlDeviceGetArchitecture", "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetBoardPartNumber", "nvmlDeviceGetArchitecture", "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetPciInfo",
     "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetComputeMode",
     "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperatureV",
     "nvmlDeviceGetEccMode", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetComputeRunningProcesses",
