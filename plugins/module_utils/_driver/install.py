@@ -166,10 +166,13 @@ class PackageInstaller(object):
         # The real simulation, in check mode as before a change: apt resolves the request from its cache.
         rc, out, err = self.tool.run(argv[:1] + ["-s"] + argv[1:], mutating=False, env=dc.APT_ENV, check_rc=False)
         if rc != 0:
+            hint = ""
+            if "--allow-downgrades" in (err or "") and not self.params.get("allow_downgrade"):
+                hint = "; set allow_downgrade to install an older version on purpose"
+            elif self.tool.check and self.params.get("update_cache"):
+                hint = "; check mode does not refresh the package lists (apt-get update)"
             raise PackageError("apt-get cannot install %s (rc=%s, simulated with apt-get -s): %s%s" % (
-                " ".join(specs), rc, (err or out).strip(),
-                "; in check mode the package lists are not refreshed" if self.tool.check and self.params.get(
-                    "update_cache") else ""))
+                " ".join(specs), rc, (err or out).strip(), hint))
         transaction = apt_transaction(out)
         if transaction:
             self.tool.run(argv, mutating=True, env=dc.APT_ENV, what="install %s" % " ".join(specs))
@@ -180,8 +183,12 @@ class PackageInstaller(object):
         specs = ["%s-%s" % (name, version) if version else name for name, version in missing]
         rc, out, err = self.tool.run(["dnf", "-q", "--assumeno", "install"] + specs, mutating=False, check_rc=False)
         text = "%s\n%s" % (out or "", err or "")
-        # --assumeno: rc 0 when there is nothing to do, 1 with "Operation aborted" after a resolved transaction.
-        if rc != 0 and not (rc == 1 and "Operation aborted" in text and "Error:" not in text):
+        # --assumeno: rc 0 and "Nothing to do." when there is nothing to do; after a resolved transaction
+        # dnf 4 says "Error: Operation aborted." (CliError), dnf 5 "Operation aborted by the user.", rc 1.
+        # Any other error line (no match, a conflict) is why the real run would fail.
+        errors = [line.strip() for line in text.splitlines()
+                  if line.strip().startswith("Error") and "Operation aborted" not in line]
+        if rc != 0 and (errors or "Operation aborted" not in text):
             raise PackageError("dnf cannot install %s (rc=%s, simulated with dnf --assumeno): %s"
                                % (" ".join(specs), rc, text.strip()))
         if rc != 0:
