@@ -342,7 +342,6 @@ class FakeDnf(CommandLog):
             return 0, "", ""
         raise AssertionError("unexpected command %s" % argv)
 
-
     def _resolve(self, spec):
         """(name, "epoch:version-release" dnf would install) for NAME, NAME-VERSION or NAME-VERSION-RELEASE."""
         match = re.match(r"^(.*?)-(\d{3}\.\d+(?:\.\d+)?)$", spec)
