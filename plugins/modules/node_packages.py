@@ -16,7 +16,7 @@ short_description: Install OS packages at pinned versions with apt-get or dnf, n
 version_added: "0.1.0"
 description:
   - Installs packages on a Debian, Ubuntu or RHEL-family node the way M(gpuops.platform.nvidia_driver) does, through
-    the same code: C(apt-get) and C(dpkg-query), or C(dnf) and C(rpm), run directly. The interpreter needs neither
+    the same code, C(apt-get) and C(dpkg-query), or C(dnf) and C(rpm), run directly. The interpreter needs neither
     python3-apt nor python3-dnf, unlike M(ansible.builtin.apt) and M(ansible.builtin.dnf), so minimal images and a
     virtual environment work as they are, in check mode too.
   - A package already installed at the wanted version (any version for a bare name) is left alone; a bare name is
@@ -39,8 +39,8 @@ options:
   update_cache:
     description:
       - Run C(apt-get update) first (Debian and Ubuntu; dnf refreshes its metadata itself).
-      - Not run in check mode, where it is listed in RV(plan): a repository added in the same check run is not
-        in the package lists yet.
+      - Not run in check mode, where it is listed in RV(plan); so a repository added in the same check run is
+        not in the package lists yet.
     type: bool
     default: false
   allow_downgrade:
@@ -49,11 +49,16 @@ options:
     default: false
 notes:
   - Held packages (C(apt-mark hold)) are changed when their wanted version differs (C(--allow-change-held-packages)).
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.converge]
 attributes:
   check_mode:
-    support: full
+    details: Only queries and the package manager's simulation run; RV(plan) lists what would be done.
   diff_mode:
-    support: full
+    details: Shows each named package with its version before and after.
+requirements:
+  - apt-get and dpkg-query (Debian, Ubuntu) or dnf and rpm (RHEL, Rocky, AlmaLinux) on the node.
+seealso:
+  - module: gpuops.platform.nvidia_driver
 """
 
 EXAMPLES = r"""
