@@ -9,9 +9,9 @@ import glob
 import os
 import shutil
 
-APT_PKG = sorted(set(glob.glob("/usr/lib/python3/dist-packages/apt_pkg*.so")
-                     + glob.glob("/usr/lib/python3*/*-packages/apt_pkg*.so")
-                     + glob.glob("/usr/local/lib/python3*/*-packages/apt_pkg*.so")))
+PATTERNS = ("/usr/lib/python3/dist-packages/apt_pkg*.so", "/usr/lib/python3*/*-packages/apt_pkg*.so",
+            "/usr/local/lib/python3*/*-packages/apt_pkg*.so")
+APT_PKG = sorted(set(path for pattern in PATTERNS for path in glob.glob(pattern)))
 # Where there is no apt_pkg at all, nothing needs hiding.
 CAN_HIDE = not APT_PKG or (os.geteuid() == 0 and bool(shutil.which("unshare")))
 

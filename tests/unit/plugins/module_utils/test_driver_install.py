@@ -11,8 +11,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._driver import ins
 TOOLKIT = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
            "libnvidia-container1"]
 PINNED = ["%s=1.17.8-1" % name for name in TOOLKIT]
-DEB_REPO = dict([(name, ["1.17.7-1", "1.17.8-1", "1.18.0-1"]) for name in TOOLKIT]
-                + [("python3-tomlkit", ["0.11.7-1"])])
+DEB_REPO = dict([(name, ["1.17.7-1", "1.17.8-1", "1.18.0-1"]) for name in TOOLKIT], **{"python3-tomlkit": ["0.11.7-1"]})
 RPM_REPO = dict((name, ["0:1.17.7-1", "0:1.17.8-1", "0:1.18.0-1"]) for name in TOOLKIT)
 
 
