@@ -175,6 +175,8 @@ class FakeApt(CommandLog):
         self.depends = {}  # name -> [dependency names], installed with it at the same upstream version
 
     def mutating(self, argv):
+        if argv[:2] == ["apt-get", "-s"]:  # a simulation changes nothing
+            return False
         return argv[0] in ("apt-get", "apt-mark", "update-initramfs", "dracut", "sh", "nvidia-uninstall")
 
     def _pin(self):
@@ -222,7 +224,9 @@ class FakeApt(CommandLog):
             self.held.difference_update(argv[2:])
             return 0, "", ""
         if argv[:2] == ["apt-get", "install"]:
-            return self._install(_operands(argv[2:]))
+            return self._install(_operands(argv[2:]), argv)
+        if argv[:3] == ["apt-get", "-s", "install"]:
+            return self._install(_operands(argv[3:]), argv, simulate=True)
         if argv[:2] == ["apt-get", "remove"]:
             names = _operands(argv[2:])
             held = [n for n in names if n in self.held]
@@ -236,7 +240,8 @@ class FakeApt(CommandLog):
             return 0, "", ""
         raise AssertionError("unexpected command %s" % argv)
 
-    def _install(self, specs):
+    def _install(self, specs, argv=(), simulate=False):
+        """apt-get install; with -s, apt-get's simulation: Inst lines, nothing changed (apt-private-output.cc)."""
         plan = {}
         for spec in specs:
             if spec.endswith("-"):
@@ -255,9 +260,20 @@ class FakeApt(CommandLog):
             for dep in self.depends.get(name, []):
                 want = [v for v in self.available.get(dep, []) if _upstream(v) == _upstream(version)]
                 plan.setdefault(dep, want[-1] if want else self.candidate(dep))
-        for name, version in plan.items():
-            if name in self.held and self.installed.get(name) != version:
-                return 100, "", "E: Held packages were changed"
+        changes = dict((n, v) for n, v in plan.items() if self.installed.get(n) != v)
+        for name, version in changes.items():
+            if name in self.held and "--allow-change-held-packages" not in argv:
+                return 100, "", "E: Held packages were changed and -y was used without --allow-change-held-packages."
+        downgrades = [n for n, v in changes.items() if n in self.installed and _vkey(v) < _vkey(self.installed[n])]
+        if downgrades and "--allow-downgrades" not in argv:
+            return 100, "", "E: Packages were downgraded and -y was used without --allow-downgrades."
+        if simulate:
+            lines = ["Inst %s%s (%s stand-in:stable [amd64])" % (
+                name, " [%s]" % self.installed[name] if name in self.installed else "", version)
+                for name, version in sorted(changes.items())]
+            lines += ["Conf %s (%s stand-in:stable [amd64])" % item for item in sorted(changes.items())]
+            return 0, "\n".join(["NOTE: This is only a simulation!"] + lines) + "\n", ""
+        self.held.difference_update(changes)  # apt-get drops the hold of a package it changes
         self.installed.update(plan)
         install_units(self.node, plan)
         return 0, "", ""
@@ -274,7 +290,7 @@ class FakeDnf(CommandLog):
 
     def mutating(self, argv):
         if argv[0] == "dnf":
-            return "repoquery" not in argv
+            return "repoquery" not in argv and "--assumeno" not in argv
         return argv[0] in ("dracut", "sh", "nvidia-uninstall", "update-initramfs")
 
     def answer(self, argv):
@@ -297,16 +313,25 @@ class FakeDnf(CommandLog):
         if argv[:4] == ["dnf", "-y", "module", "reset"]:
             os.unlink(os.path.join(self.node.root, "etc/dnf/modules.d/nvidia-driver.module"))
             return 0, "", ""
+        if argv[:4] == ["dnf", "-q", "--assumeno", "install"]:
+            # dnf(8) --assumeno: "Nothing to do." (rc 0), or the transaction then CliError "Operation aborted.",
+            # which dnf's main prints as "Error: Operation aborted." (rc 1).
+            plan = {}
+            for spec in argv[4:]:
+                name, found = self._resolve(spec)
+                if found is None:
+                    return 1, "", "No match for argument: %s\nError: Unable to find a match: %s" % (spec, spec)
+                if self.installed.get(name) != found:
+                    plan[name] = found
+            if not plan:
+                return 0, "Dependencies resolved.\nNothing to do.\nComplete!\n", ""
+            return 1, "Transaction Summary\n", "Error: Operation aborted.\n"
         if argv[:2] == ["dnf", "-y"] and argv[2] in ("install", "upgrade", "downgrade"):
             for spec in argv[3:]:
-                match = re.match(r"^(.*?)-(\d{3}\.\d+(?:\.\d+)?)$", spec)
-                name, version = (match.group(1), match.group(2)) if match else (spec, None)
-                candidates = sorted(self.available.get(name, ["0:1.0-1"]), key=_vkey)
-                if version:
-                    candidates = [c for c in candidates if _upstream(c) == version]
-                if not candidates:
+                name, found = self._resolve(spec)
+                if found is None:
                     return 1, "", "Error: Unable to find a match: %s" % spec
-                self.installed[name] = candidates[-1]
+                self.installed[name] = found
                 install_units(self.node, [name])
             return 0, "", ""
         if argv[:3] == ["dnf", "-y", "remove"]:
@@ -316,6 +341,20 @@ class FakeDnf(CommandLog):
         if argv[0] in ("dracut", "update-initramfs"):
             return 0, "", ""
         raise AssertionError("unexpected command %s" % argv)
+
+    def _resolve(self, spec):
+        """(name, "epoch:version-release" dnf would install) for NAME, NAME-VERSION or NAME-VERSION-RELEASE."""
+        match = re.match(r"^(.*?)-(\d{3}\.\d+(?:\.\d+)?)$", spec)
+        name, version = (match.group(1), match.group(2)) if match else (spec, None)
+        if not match:
+            for known in sorted(self.available, key=len, reverse=True):
+                if spec.startswith(known + "-"):
+                    name, version = known, spec[len(known) + 1:]
+                    break
+        candidates = sorted(self.available.get(name, ["0:1.0-1"]), key=_vkey)
+        if version:
+            candidates = [c for c in candidates if version in (_upstream(c), c.split(":", 1)[-1])]
+        return name, (candidates[-1] if candidates else None)
 
 
 class FakeModule(object):
