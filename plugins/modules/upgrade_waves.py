@@ -47,8 +47,8 @@ options:
         waves, are returned; hosts of O(hosts) it does not have are left out and named in RV(lines).
       - Refused, before anything changes, when it is not whole (no hosts, a host twice or missing in its C(order),
         waves other than the ones its own serial, canary and max_fail_percentage cut with the planner's function),
-        when it names none of O(hosts) (unless the run is an AWX job slice that holds none of them: its inventory
-        lacks the plan's hosts and holds only hosts the planner's inventory held), or when it is stale.
+        when it names none of O(hosts) (unless the run is an AWX job slice that holds none of them, one whose
+        inventory lacks the plan's hosts and holds only hosts the planner's inventory held), or when it is stale.
     type: path
   approved_plan_sha256:
     description:
