@@ -215,6 +215,8 @@ class ActionModule(ActionBase):
                                rollout["canary"], args["tenants"], args["stale_after_hours"],
                                max_fail_percentage=rollout["max_fail_percentage"], planned_waves=rollout["waves"])
             fleet_approval.record_inputs(plan, inputs)
+            # The inventory's other hosts: a job slice that holds none of the plan's hosts is one of this inventory.
+            plan["unplanned"] = sorted(set(inventory.get("all") or ()) - set(names))
             text, kept, same = _with_diff(plan, plan_file, args["previous_plan"])
         except fleet_schema.FleetPlanDataError as exc:
             raise AnsibleActionFail(to_text(exc))

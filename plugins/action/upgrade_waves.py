@@ -20,6 +20,7 @@ ARGS = {
     "hosts": {"type": "list", "elements": "str", "required": True},
     "group": {"type": "str", "default": "gpu_nodes"},
     "approved_plan": {"type": "path"},
+    "approved_plan_sha256": {"type": "str"},
     "facts_dir": {"type": "path"},
     "fact": {"type": "str", "default": "gpuops_upgrade_rollout"},
 }
@@ -45,16 +46,16 @@ def current_inputs(plan, names, variables, facts_dir):
 
 
 def approved(args, names, inventory, hostvars, loader):
-    """The rollout of the approved plan, for the selected ``names``; ApprovalError when it is stale for them.
+    """The rollout of the approved plan, for the selected ``names``; ApprovalError when the plan is not the one
+    approved (``approved_plan_sha256``), not whole, of none of this run's hosts, or stale for them.
 
     Only the selected hosts (``--limit``, a job slice) are checked: they are the ones this run changes, and the
     run's own settings (gpuops_driver_version) are set on them alone.
     """
     path = args["approved_plan"]
-    plan = fleet_approval.load(path)
+    plan = fleet_approval.load(path, args["approved_plan_sha256"])
     group = inventory.get(args["group"]) or []
-    selected = set(names)
-    present = [n for n in plan["order"] if n in group and n in selected]
+    present = fleet_approval.of_this_run(plan, path, names, group)
     variables = read_variables(hostvars, present, loader)
     changed = fleet_approval.changes(plan, current_inputs(plan, present, variables, args["facts_dir"]))
     if changed:
@@ -63,7 +64,8 @@ def approved(args, names, inventory, hostvars, loader):
     return {"waves": waves, "max_fail_percentage": plan["waves"].get("max_fail_percentage", 0),
             "serial": plan["waves"]["serial"], "canary": plan["waves"]["canary"],
             "left_out": [n for n in names if n not in plan["hosts"]],
-            "outside": fleet_approval.outside(plan, group)}
+            "outside": fleet_approval.outside(plan, group),
+            "sha256": args["approved_plan_sha256"] is not None}
 
 
 def _some(names, shown=20):
@@ -84,6 +86,9 @@ class ActionModule(ActionBase):
         hostvars = task_vars.get("hostvars") or {}
         inventory = task_vars.get("groups") or {}
         names = args["hosts"]
+        if args["approved_plan_sha256"] is not None and not args["approved_plan"]:
+            raise AnsibleActionFail("%s is set, but %s is not: give the plan.json it is the digest of, and nothing was "
+                                    "changed" % (fleet_approval.SHA256_VARIABLE, fleet_approval.APPROVED_VARIABLE))
         unknown = [n for n in names if n not in hostvars]
         if unknown:
             raise AnsibleActionFail("hosts not in the inventory: %s" % ", ".join(unknown))
@@ -99,8 +104,14 @@ class ActionModule(ActionBase):
         waves = rollout["waves"]
         lines = fleet_waves.wave_lines(waves)
         if args["approved_plan"]:
-            lines.insert(0, "the approved plan %s: %d host(s) in %d wave(s), inputs unchanged since it was made" % (
-                args["approved_plan"], sum(len(w) for w in waves), len(waves)))
+            if waves:
+                lines.insert(0, "the approved plan %s: %d host(s) in %d wave(s), inputs unchanged since it was made, "
+                             "its waves the ones its settings cut%s" % (
+                                 args["approved_plan"], sum(len(w) for w in waves), len(waves),
+                                 ", its SHA-256 the approved one" if rollout["sha256"] else ""))
+            else:
+                lines.insert(0, "the approved plan %s: this run is a job slice that holds none of its hosts, so "
+                             "nothing runs here" % args["approved_plan"])
         if rollout["left_out"]:
             lines.append("not in the approved plan, left alone: %s" % ", ".join(rollout["left_out"]))
         if rollout["outside"]:

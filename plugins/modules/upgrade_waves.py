@@ -45,7 +45,16 @@ options:
     description:
       - A C(plan.json) written by M(gpuops.platform.fleet_plan) (C(gpuops_approved_plan)). Only its hosts, in its
         waves, are returned; hosts of O(hosts) it does not have are left out and named in RV(lines).
+      - Refused, before anything changes, when it is not whole (no hosts, a host twice or missing in its C(order),
+        waves other than the ones its own serial, canary and max_fail_percentage cut with the planner's function),
+        when it names none of O(hosts) (unless the run is an AWX job slice that holds none of them, one whose
+        inventory lacks the plan's hosts and holds only hosts the planner's inventory held), or when it is stale.
     type: path
+  approved_plan_sha256:
+    description:
+      - The SHA-256 of O(approved_plan) when it was approved (C(gpuops_approved_plan_sha256), which Plan fleet
+        publishes with it); a file of another digest is refused before anything changes.
+    type: str
   facts_dir:
     description:
       - The folder of recorded facts the plan was made from (the controller's C(gpuops_fleet_facts_dir), as

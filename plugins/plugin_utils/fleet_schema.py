@@ -171,7 +171,7 @@ def schema(version=VERSION):
         host["properties"].update(HOST_V3["properties"])
         waves = json.loads(json.dumps(WAVES))
         waves["properties"]["max_fail_percentage"] = {"type": "number", "minimum": 0, "maximum": 100}
-        top.update({"waves": waves, "inputs": INPUTS})
+        top.update({"waves": waves, "inputs": INPUTS, "unplanned": NAMES})
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": "https://gpuops.platform/schemas/fleet-plan/v%d.json" % version,
             "title": "gpuops.platform fleet plan (plan.json), version %d" % version,

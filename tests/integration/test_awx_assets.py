@@ -445,3 +445,83 @@ def test_the_execution_environment_keeps_the_fact_cache_awx_reads():
     assert "ansible-core==%s\n" % version in compat, "the EE's ansible-core is not the compat stage's"
     runtime = yaml.safe_load((awx.ROOT / "meta" / "runtime.yml").read_text())["requires_ansible"]
     assert runtime == ">=2.17.0" and tuple(int(p) for p in version.split(".")[:2]) >= (2, 17), runtime
+
+
+# ---- What the README and the approvals say -----------------------------------------------
+def test_a_refused_template_makes_awx_import_go_on_and_exit_1(monkeypatch):
+    """README, "Put the project in place": with a git project not yet synced, AWX refuses each template
+    ("Playbook not found for project."); awxkit's import logs it, goes on with the next object, and the
+    command exits 1 (awxkit/api/pages/api.py _import_list, awxkit/cli/resource.py parse_resource)."""
+    import argparse
+    import io
+    import sys
+    from types import SimpleNamespace
+
+    from awxkit import exceptions
+
+    try:
+        import pkg_resources  # noqa: F401  (awxkit's CLI reads its own version with it; setuptools 81 drops it)
+    except ImportError:
+        from importlib.metadata import version
+        monkeypatch.setitem(sys.modules, "pkg_resources", SimpleNamespace(
+            get_distribution=lambda name: SimpleNamespace(version=version(name))))
+    from awxkit.cli import resource as cli_resource
+
+    posted = []
+
+    def post(data):
+        posted.append(data["name"])
+        if data["name"] == "Plan fleet":
+            raise exceptions.BadRequest(400, {"playbook": ["Playbook not found for project."]})
+        return {"id": len(posted), "name": data["name"]}
+
+    api = pages.ApiV2(Connection("https://awx.invalid"))
+    api._cache = SimpleNamespace(
+        get_options=lambda page: SimpleNamespace(r=SimpleNamespace(headers={"Allow": "GET, POST"}), json={
+            "actions": {"POST": {"name": {"type": "string"}, "playbook": {"type": "string"}}}}),
+        get_by_natural_key=lambda key: None, set_page=lambda page: None)
+    endpoint = SimpleNamespace(endpoint="/api/v2/job_templates/", post=post)
+    api._import_list(endpoint, [{"name": n, "playbook": "playbooks/x.yml", "natural_key": {"name": n, "type": "job_template"}}
+                                for n in ("Plan fleet", "Apply nodes")])
+    assert posted == ["Plan fleet", "Apply nodes"] and api._has_error is True
+
+    # The command's exit status, as `awx import` reaches it with that result.
+    stdin = io.StringIO("job_templates: []\n")
+    stdin.name = "<stdin>"
+    client = SimpleNamespace(parser=argparse.ArgumentParser(prog="awx"), subparsers={}, help=False,
+                             stdin=stdin, authenticate=lambda: None,
+                             get_config=lambda key: "yaml",
+                             v2=SimpleNamespace(json={}, _has_error=True, import_assets=lambda data: None))
+    monkeypatch.setattr(sys, "argv", ["awx", "import"])
+    with pytest.raises(SystemExit) as done:
+        cli_resource.parse_resource(client)
+    assert done.value.code == 1
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "would still exit 0" not in readme and "`awx import` would go on to create the other objects and exit 1" in readme
+
+
+def test_the_approvals_name_where_the_page_is_and_what_the_run_checks(assets):
+    """The approver is sent to the last line of Plan fleet's "Summarize the fleet", which names the page, and told
+    what the run after the approval checks (each check has its test in tests/integration/test_upgrade_waves.py)."""
+    plays = yaml.safe_load((ROOT / "playbooks" / "plan_fleet.yml").read_text())
+    summary = [t for t in plays[0]["tasks"] if t["name"] == "Summarize the fleet"][0]
+    assert summary["ansible.builtin.debug"]["msg"][-1].startswith("report: {{ gpuops_fleet_plan.report_file }}")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert 'the last line of its task "Summarize the fleet" (`report: <page> (plan: <plan.json>)`)' in readme
+    for name in ("GPU fleet rollout", "GPU driver upgrade"):
+        nodes = awx.by_name(assets, "workflow_job_templates")[name]["related"]["workflow_nodes"]
+        text = " ".join([n for n in nodes if n["identifier"] == "approve"][0]["related"][
+            "create_approval_template"]["description"].split())
+        assert 'the last line of its task "Summarize the fleet"' in text
+        for check in ("SHA-256 is not gpuops_approved_plan_sha256", "waves other than its settings cut",
+                      "a host twice or missing", "no hosts", "names none of the run's hosts", "facts or settings changed"):
+            assert check in text, (name, check)
+
+
+def test_the_file_and_the_readme_warn_that_importing_again_empties_the_secrets(assets):
+    header = (ROOT / "awx" / "gpuops-platform.yml").read_text().split("\norganizations:")[0]
+    assert "importing again" in header and "emptied" in " ".join(header.replace("#", " ").split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "**Import once, then fill in:** importing the file again" in readme
+    # What the warning rests on: awxkit sends an object the AWX already has with PUT, each placeholder as empty.
+    assert all(remove_encrypted(v) == "" for c in assets["credentials"] for v in c["inputs"].values() if v == "$encrypted$")

@@ -6,6 +6,7 @@ ansible-playbook really runs, one "PLAY [Upgrade ...]" per batch, and the
 refused before the upgrade play starts. That the waves an inventory gives are
 plan.json's is proven with the other decisions, in test_decisions_agree.py.
 """
+import hashlib
 import json
 import os
 import re
@@ -66,22 +67,20 @@ def test_an_approved_plan_runs_its_waves_and_a_changed_one_is_refused(repo_root,
     inventories = [fleet / "hosts.json"]
     _proc, out, plan = _plan(repo_root, inventories, tmp_path / "report")
     approved = tmp_path / "approved.json"
-    # The approved plan is what runs: its own waves, even when they are not the ones the inventory gives now.
-    plan["waves"]["batches"] = [dict(b, first=f, size=s) for b, (f, s) in zip(
-        plan["waves"]["batches"], [(0, 2), (2, 5), (7, 7)])]
+    # The approved plan is what runs: its waves, which its own settings cut (a canary, then 3 at a time).
     approved.write_text(json.dumps(plan))
     proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved)
     assert proc.returncode == 0, out[-4000:]
     assert said_waves(out) == planned_waves(plan) and ran_waves(out) == members(planned_waves(plan))
-    assert [len(w) for w in planned_waves(plan)] == [2, 5, 7]
-    assert "the approved plan %s: 14 host(s) in 3 wave(s), inputs unchanged since it was made" % approved in " ".join(
+    assert [len(w) for w in planned_waves(plan)] == [1, 3, 3, 3, 3, 1]
+    assert "the approved plan %s: 14 host(s) in 6 wave(s), inputs unchanged since it was made" % approved in " ".join(
         out.split())
 
     # With --limit, only the selected hosts of the plan, still in its waves.
     proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved,
-                     "--limit", ",".join(plan["order"][1:4]))
+                     "--limit", ",".join(plan["order"][0:3]))
     assert proc.returncode == 0, out[-4000:]
-    assert ran_waves(out) == members([plan["order"][1:2], plan["order"][2:4]])
+    assert ran_waves(out) == members([plan["order"][0:1], plan["order"][1:3]])
 
     # Since the plan was made: a pool's driver changed, and one host's facts were recorded again.
     hgx = [n for n in plan["order"] if n.startswith("hgx")]
@@ -143,7 +142,9 @@ def test_nodes_and_mig_change_only_an_approved_plans_hosts_and_refuse_a_stale_on
     for name in plan["order"][2:]:
         del plan["hosts"][name]
     plan.update(order=kept)
-    plan["waves"]["batches"] = [dict(plan["waves"]["batches"][0], first=0, size=2)]
+    # The two hosts in the waves the plan's own settings cut: the canary, then the other.
+    plan["waves"]["batches"] = [dict(plan["waves"]["batches"][0], first=0, size=1),
+                                dict(plan["waves"]["batches"][1], first=1, size=1)]
     approved = tmp_path / "two.json"
     approved.write_text(json.dumps(plan))
     proc, out = _run(repo_root, inventories, "mig", "--check", "-e", "gpuops_approved_plan=%s" % approved,
@@ -186,3 +187,81 @@ def test_an_approved_plan_made_with_a_run_driver_version_is_current_for_that_run
     # Without the answer, the same plan is stale: its hosts' version is not the one the run would use.
     proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved)
     assert proc.returncode != 0 and "changed: nvidia_driver_version" in " ".join(out.split())
+
+
+def _refused(out, *says):
+    text = " ".join(out.split())
+    assert UPGRADE_PLAY not in out and "PLAY RECAP" in out, out[-3000:]
+    for said in says:
+        assert said in text, text[-3000:]
+
+
+def test_an_approved_plan_is_taken_whole_or_refused(repo_root, tmp_path, fleet):
+    """The plan that runs is the one approved, whole: its digest is the one Plan fleet published (when AWX hands it
+    on), its waves are the ones its own settings cut, it holds each host once, and it names hosts of this run."""
+    inventories = [fleet / "hosts.json"]
+    _proc, out, plan = _plan(repo_root, inventories, tmp_path / "report")
+    assert plan is not None, out[-3000:]
+    published = tmp_path / "report" / "plan.json"
+    digest = hashlib.sha256(published.read_bytes()).hexdigest()
+    proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % published,
+                     "-e", "gpuops_approved_plan_sha256=%s" % digest, "--limit", plan["order"][0])
+    assert proc.returncode == 0, out[-4000:]
+    assert "its SHA-256 the approved one" in " ".join(out.split())
+
+    def edited(name, edit):
+        copy = json.loads(json.dumps(plan))
+        edit(copy)
+        path = tmp_path / ("%s.json" % name)
+        path.write_text(json.dumps(copy))
+        return path
+
+    def one_wave(p):
+        p["waves"]["batches"] = [dict(p["waves"]["batches"][0], first=0, size=14)]
+        for host in p["hosts"].values():
+            host["wave"] = 1
+
+    def renamed(p):
+        p["hosts"] = dict(("other-%s" % n, h) for n, h in p["hosts"].items())
+        p["order"] = ["other-%s" % n for n in p["order"]]
+
+    cases = [
+        # Every host in one wave: 4 H100 nodes would be drained at once.
+        (edited("one-wave", one_wave), (), ["it says 1 wave(s) of 14 host(s) (serial 1/3), and they give 6 wave(s) "
+                                            "of 1, 3, 3, 3, 3, 1 host(s) (serial 1/3)"]),
+        (edited("twice", lambda p: p["order"].insert(1, p["order"][0])), (),
+         ["lists %s more than once in its order" % plan["order"][0]]),
+        (edited("other", renamed), (), ["names none of this run's hosts", "another inventory"]),
+        (edited("empty", lambda p: p.update(order=[], hosts={})), (), ["has no hosts"]),
+        (published, ("-e", "gpuops_approved_plan_sha256=%s" % ("0" * 64)), [
+            "the approved plan %s is not the plan that was approved: its SHA-256 is %s" % (published, digest)]),
+    ]
+    for path, extra, says in cases:
+        proc, out = _run(repo_root, inventories, "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % path, *extra)
+        assert proc.returncode != 0, (path, out[-3000:])
+        _refused(out, "nothing was changed" if "none of this" not in says[0] else "Nothing was changed", *says)
+
+
+def test_a_job_slice_without_the_plans_hosts_runs_nothing_and_a_limit_without_them_is_refused(repo_root, tmp_path, fleet):
+    """A plan of one pool (gpuops_fleet_group) records the inventory's other hosts. An AWX job slice's inventory holds
+    its own hosts alone: one that holds none of the plan's hosts, only hosts the planner's inventory held, has
+    nothing to run. --limit leaves the inventory whole, so a run limited to hosts outside the plan is refused."""
+    _proc, out, plan = _plan(repo_root, [fleet / "hosts.json"], tmp_path / "report", "-e", "gpuops_fleet_group=hgx")
+    assert plan is not None and all(n.startswith("hgx-") for n in plan["order"]), out[-3000:]
+    assert "localhost" in plan["unplanned"] and "l40s-00006" in plan["unplanned"]
+    approved = tmp_path / "report" / "plan.json"
+    inventory = json.loads((fleet / "hosts.json").read_text())
+    inventory["all"]["children"]["gpu_nodes"]["children"]["hgx"]["hosts"] = {}
+    sliced = fleet / "slice.json"
+    sliced.write_text(json.dumps(inventory))
+    proc, out = _run(repo_root, [sliced], "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved)
+    assert proc.returncode == 0, out[-4000:]
+    text = " ".join(out.split()).replace("''", "'")
+    assert "the approved plan %s: this run is a job slice that holds none of its hosts, so nothing runs here" % (
+        approved) in text
+    assert "skipping: no hosts matched" in out.split(UPGRADE_PLAY)[1].split("PLAY RECAP")[0], out[-3000:]
+    proc, out = _run(repo_root, [fleet / "hosts.json"], "upgrade", "--check", "-e", "gpuops_approved_plan=%s" % approved,
+                     "--limit", "l40s-00006")
+    assert proc.returncode != 0
+    _refused(out, "names none of this run's hosts (l40s-00006): this run's inventory holds 7 of its hosts, but the "
+                  "run (--limit) selects none of them")

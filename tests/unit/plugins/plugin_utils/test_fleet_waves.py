@@ -174,3 +174,90 @@ def test_an_approved_plan_path_with_a_nul_byte_is_refused_and_named_escaped():
     with pytest.raises(fa.ApprovalError) as err:
         fa.load("/srv/plans/a\x00b.json")
     assert "\x00" not in str(err.value) and "'/srv/plans/a\\x00b.json'" in str(err.value)
+
+
+# --- the approved plan, whole or refused ---------------------------------------------
+
+def _edited(tmp_path, edit):
+    path, plan = _approved(tmp_path)
+    edit(plan)
+    path.write_text(json.dumps(plan))
+    return path
+
+
+def _one_wave(plan):
+    plan["waves"]["batches"] = [dict(plan["waves"]["batches"][0], first=0, size=3)]
+    for host in plan["hosts"].values():
+        host["wave"] = 1
+
+
+@pytest.mark.parametrize("edit, says", [
+    # Every host in one wave: the plan's own serial 2 cuts 2, then 1.
+    (_one_wave, "holds waves that its own settings (serial 2, 3 host(s)) do not give: it says 1 wave(s) of 3 "
+                "host(s) (serial 2/2), and they give 2 wave(s) of 2, 1 host(s) (serial 2/2)"),
+    (lambda p: p["waves"]["batches"][1].update(first=1), "it says 2 wave(s) of 2, 1 host(s)"),
+    (lambda p: p["hosts"]["c"].update(wave=1), "hosts in another wave than their batch: c"),
+    (lambda p: p["waves"].update(canary=True), "(serial 2, a canary wave of one first, 3 host(s))"),
+    (lambda p: p["waves"].update(serial=["ten"]), "has wave settings no wave can be cut from "
+                                                  "(gpuops_upgrade_serial 'ten' is neither a number of hosts"),
+    (lambda p: p["waves"].update(max_fail_percentage=100.5), "does not follow the plan.json schema"),
+    (lambda p: p.update(order=["a", "b", "c", "a"]), "lists a more than once in its order"),
+    (lambda p: p.update(order=["a", "b"]), "does not hold the same hosts in its order and its hosts; planned but "
+                                           "in no wave: c"),
+    (lambda p: p.update(order=["a", "b", "c", "z"]), "in its order without a plan: z"),
+    (lambda p: p.update(order=[], hosts={}), "has no hosts: there is nothing it approves"),
+])
+def test_an_edited_plan_is_refused_naming_what_is_not_whole(tmp_path, edit, says):
+    path = _edited(tmp_path, edit)
+    with pytest.raises(fa.ApprovalError) as err:
+        fa.load(str(path))
+    assert says in str(err.value) and str(path) in str(err.value), str(err.value)
+    assert "nothing was changed" in str(err.value) or "schema" in str(err.value)
+
+
+def test_a_whole_plan_gives_its_waves_through_the_one_waves_function(tmp_path):
+    path, plan = _approved(tmp_path)
+    assert fa.check_whole(plan, str(path))["waves"] == fa.waves(plan) == [["a", "b"], ["c"]]
+    # Re-cut from its settings, with a canary: the same function the planner and upgrade.yml use.
+    rollout = fw.rollout([(n, {"gpuops_upgrade_serial": 2, "gpuops_upgrade_canary": True}) for n in "abc"])
+    fv.enrich(plan, ["a", "b", "c"], {}, 2, True, planned_waves=rollout["waves"])
+    assert fa.check_whole(plan, str(path))["waves"] == [["a"], ["b", "c"]]
+
+
+def test_the_approved_digest_must_be_the_files(tmp_path):
+    path, _plan = _approved(tmp_path)
+    digest = fa.hashlib.sha256(path.read_bytes()).hexdigest()
+    assert fa.load(str(path), digest)["order"] == ["a", "b", "c"]
+    assert fa.load(str(path), " %s\n" % digest.upper())["order"] == ["a", "b", "c"]
+    path.write_text(path.read_text() + "\n")                                     # the same plan, other bytes
+    with pytest.raises(fa.ApprovalError) as err:
+        fa.load(str(path), digest)
+    assert ("the approved plan %s is not the plan that was approved: its SHA-256 is %s, and "
+            "gpuops_approved_plan_sha256 is %s" % (path, fa.hashlib.sha256(path.read_bytes()).hexdigest(), digest)
+            in str(err.value)) and "nothing was changed" in str(err.value)
+    for bad in ("", "ab" * 31, "zz" * 32, "x" * 500):
+        with pytest.raises(fa.ApprovalError, match="is not a SHA-256 digest") as err:
+            fa.load(str(path), bad)
+        assert len(str(err.value)) < 400
+
+
+def test_a_plan_that_names_no_host_of_the_run_is_refused_unless_the_run_is_a_job_slice(tmp_path):
+    _path, plan = _approved(tmp_path)
+    plan["unplanned"] = ["localhost", "x"]
+    assert fa.of_this_run(plan, "p.json", ["c", "x", "a"], ["a", "b", "c", "x"]) == ["a", "c"]
+    # Another inventory: none of its hosts was the planner's.
+    with pytest.raises(fa.ApprovalError) as err:
+        fa.of_this_run(plan, "p.json", ["y1", "y2"], ["y1", "y2"])
+    assert ("the approved plan p.json names none of this run's hosts (y1, y2): none of this run's hosts is one the "
+            "plan's inventory held" in str(err.value)) and "Nothing was changed" in str(err.value)
+    # --limit to hosts outside the plan: the group still holds the plan's hosts, so it is no slice.
+    with pytest.raises(fa.ApprovalError, match="this run's inventory holds 3 of its hosts, but the run"):
+        fa.of_this_run(plan, "p.json", ["x"], ["a", "b", "c", "x"])
+    # A job slice of the plan's inventory that holds none of the plan's hosts: nothing of it runs here.
+    assert fa.of_this_run(plan, "p.json", ["x"], ["x"]) == []
+    # ... but not one with a host the planner's inventory did not hold, nor one of a plan that records no inventory.
+    for plan_, names in ((plan, ["x", "new"]), (dict(plan, unplanned=None), ["x"])):
+        with pytest.raises(fa.ApprovalError, match="names none of this run's hosts"):
+            fa.of_this_run(plan_, "p.json", names, names)
+    with pytest.raises(fa.ApprovalError, match=r"names none of this run's hosts \(no hosts\)"):
+        fa.of_this_run(plan, "p.json", [], [])
