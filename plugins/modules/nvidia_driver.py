@@ -55,6 +55,13 @@ options:
       - V(false) installs the proprietary modules, which Volta and older GPUs need.
     type: bool
     default: true
+  allow_downgrade:
+    description:
+      - Consent to move the driver to an older version than the one installed (O(version) or O(branch) older
+        than the installed driver). Without it the module fails before anything is changed, naming both versions.
+      - Only then is C(--allow-downgrades) passed to apt-get, and C(dnf downgrade) run.
+    type: bool
+    default: false
   source:
     description:
       - V(cuda) is NVIDIA's CUDA network repository C(https://developer.download.nvidia.com/compute/cuda/repos/<distro><ver>/<arch>/),
@@ -333,6 +340,7 @@ def argument_spec():
         branch=dict(type="str"),
         version=dict(type="str"),
         open=dict(type="bool", default=True),
+        allow_downgrade=dict(type="bool", default=False),
         source=dict(type="str", default="cuda", choices=["cuda", "distro", "mirror", "runfile"]),
         mirror_url=dict(type="str"),
         mirror_username=dict(type="str"),

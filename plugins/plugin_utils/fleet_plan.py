@@ -46,6 +46,7 @@ DEFAULTS = {
     "nvidia_driver_branch": "570",
     "nvidia_driver_version": "",
     "nvidia_driver_fabricmanager": "auto",
+    "nvidia_driver_allow_downgrade": False,
     "mig_config_name": "",
     "mig_config": {},
     "mig_config_file": "",
@@ -74,7 +75,7 @@ def host_settings(hostvars, name):
 # What each setting may be (None: the role's default), and the inventory variable it comes from.
 SETTING_KINDS = {
     "nvidia_driver_state": (str,), "nvidia_driver_branch": (str, int), "nvidia_driver_version": (str, int, float),
-    "nvidia_driver_fabricmanager": (str, bool), "mig_config_name": (str,), "mig_config": (dict,),
+    "nvidia_driver_fabricmanager": (str, bool), "nvidia_driver_allow_downgrade": (bool, str), "mig_config_name": (str,), "mig_config": (dict,),
     "mig_config_file": (str,), "replay_file": (str,), "node_name": (str,), "device_plugin_config": (str,),
     "labels": (dict,),
 }

@@ -21,6 +21,7 @@ import re
 import stat
 import tempfile
 
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import decision as rules
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as host_mod
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
 
@@ -36,8 +37,10 @@ DKMS_TREE = "/var/lib/dkms/nvidia"
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
 # Wait for a running unattended-upgrades or apt instead of failing on the lock.
 APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
-APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades"] + APT_LOCK + [
+APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages"] + APT_LOCK + [
     "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+# Only with the operator's consent (allow_downgrade), for a driver install that moves to an older version.
+APT_DOWNGRADE = ["--allow-downgrades"]
 
 
 MAX_FILE_SIZE = 16 * 1024 * 1024  # the largest of these files is a few KiB
@@ -452,6 +455,8 @@ class Converger(object):
         if fabric and spec["source"] == "runfile":
             self.warnings.append("NVSwitches need nvidia-fabricmanager %s, which a runfile does not install: "
                                  "install NVIDIA's fabric manager archive for that version" % spec["version"])
+        if spec["state"] != "absent" and spec["source"] != "runfile":
+            self._existing_driver()
         previous = None
         if spec["state"] == "absent":
             previous = self.absent()
@@ -548,12 +553,13 @@ class Converger(object):
                 target = self._deb_branch_target(plan["primary"])
             specs = self._deb_specs(names, target)
             removals = [name + "-" for name in pk.other_branch_metas(installed, spec)]
+            downgrade = self._downgrade_consent(previous, target, spec)
             unhold = sorted(n for n in held if n in installed and re.match(pk.PY_DEB_DRIVER_REGEX, n))
             if unhold:
                 self.run(["apt-mark", "unhold"] + unhold, mutating=True, env=APT_ENV,
                          what="unhold %s" % " ".join(unhold))
-            self.run(APT_INSTALL + specs + removals, mutating=True, env=APT_ENV,
-                     what="install %s" % " ".join(specs + removals))
+            self.run(APT_INSTALL + (APT_DOWNGRADE if downgrade else []) + specs + removals, mutating=True,
+                     env=APT_ENV, what="%s %s" % ("downgrade to" if downgrade else "install", " ".join(specs + removals)))
             self.packages_changed = True
             if self.check:
                 final = target or ("%s.x" % spec["branch"])
@@ -572,6 +578,28 @@ class Converger(object):
                      what="hold %s" % " ".join(to_hold))
         self.held = hold
         return previous, final
+
+    def _existing_driver(self):
+        """The driver already on the node, against the wanted one, before anything is written (read-only queries).
+
+        A wanted version or branch older than the installed packages' is refused unless allow_downgrade.
+        """
+        spec = self.spec
+        installed, dummy = self.installed_packages(spec["family"])
+        previous = pk.installed_driver_version(installed, pk.packages(spec)["primary"], spec["family"])
+        if previous and spec["version"] != previous:
+            self._downgrade_consent(previous, spec["version"], spec)
+
+    def _downgrade_consent(self, previous, target, spec):
+        """Whether moving from ``previous`` to ``target`` (or to the wanted branch) is a downgrade; a DriverError
+        before anything is installed when it is one and allow_downgrade is not set (decision.py, the planner's rule)."""
+        wanted = target or spec["branch"]
+        if not previous or not rules.is_older(wanted, previous):
+            return False
+        if not self.params.get("allow_downgrade"):
+            raise DriverError(rules.downgrade_refusal(previous, rules.wanted_text(spec["version"], spec["branch"])
+                                                      if not target or target == spec["version"] else target))
+        return True
 
     def _deb_branch_target(self, primary):
         """The version apt would install for the branch, checked before anything is installed."""
@@ -647,7 +675,7 @@ class Converger(object):
             specs = ["%s-%s" % (n, target) if target and not n.startswith("datacenter-gpu-manager") else n
                      for n in names]
             verb = "install"
-            if previous and target and _vtuple(target) < _vtuple(previous):
+            if self._downgrade_consent(previous, target, spec):
                 verb = "downgrade"
             elif previous and target:
                 verb = "upgrade"

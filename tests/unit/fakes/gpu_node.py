@@ -222,7 +222,7 @@ class FakeApt(CommandLog):
             self.held.difference_update(argv[2:])
             return 0, "", ""
         if argv[:2] == ["apt-get", "install"]:
-            return self._install(_operands(argv[2:]))
+            return self._install(_operands(argv[2:]), "--allow-downgrades" in argv)
         if argv[:2] == ["apt-get", "remove"]:
             names = _operands(argv[2:])
             held = [n for n in names if n in self.held]
@@ -236,7 +236,7 @@ class FakeApt(CommandLog):
             return 0, "", ""
         raise AssertionError("unexpected command %s" % argv)
 
-    def _install(self, specs):
+    def _install(self, specs, allow_downgrades=True):
         plan = {}
         for spec in specs:
             if spec.endswith("-"):
@@ -258,6 +258,9 @@ class FakeApt(CommandLog):
         for name, version in plan.items():
             if name in self.held and self.installed.get(name) != version:
                 return 100, "", "E: Held packages were changed"
+            # apt-get -y refuses to downgrade a package unless told so.
+            if not allow_downgrades and name in self.installed and _vkey(version) < _vkey(self.installed[name]):
+                return 100, "", "E: Packages were downgraded and -y was used without --allow-downgrades."
         self.installed.update(plan)
         install_units(self.node, plan)
         return 0, "", ""

@@ -498,3 +498,55 @@ def test_version_sort_key_takes_ascii_digits_only():
     assert cv._vtuple("570.\u00b2.1") == (570, 0, 1)
     assert cv._vtuple("570.\uff11.1") == (570, 0, 1)
     assert cv._vtuple("570.172.08-1") == (570, 172, 8, 1)
+
+
+# -- downgrades only with consent (allow_downgrade) -------------------------------------
+
+def _snapshot(node):
+    return sorted(os.path.join(d, f) for d, _dirs, files in os.walk(node.root) for f in files)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_an_older_version_is_refused_before_anything_changes_unless_allowed(node, check):
+    apt = make_apt(node)
+    converge(node, apt, version="570.172.08", install_prerequisites=False, **MIRROR)
+    apt.calls, before, installed = [], _snapshot(node), dict(apt.installed)
+    apt.check_mode = check
+    with pytest.raises(dc.DriverError) as caught:
+        converge(node, apt, check=check, version="570.158.01", install_prerequisites=False, **MIRROR)
+    assert str(caught.value).startswith("driver 570.172.08 is installed and the wanted 570.158.01 is older")
+    assert "allow_downgrade" in str(caught.value)
+    assert mutating_calls(apt) == [] and _snapshot(node) == before and apt.installed == installed
+
+
+def test_a_downgrade_with_consent_passes_allow_downgrades_to_apt_and_only_then(node):
+    apt = make_apt(node)
+    first = converge(node, apt, version="570.172.08", install_prerequisites=False, **MIRROR)
+    assert all("--allow-downgrades" not in c for c in apt.commands(["apt-get", "install"]))
+    assert first["installed_version"] == "570.172.08"
+    apt.calls = []
+    result = converge(node, apt, version="570.158.01", allow_downgrade=True, install_prerequisites=False, **MIRROR)
+    (install,) = apt.commands(["apt-get", "install"])
+    assert "--allow-downgrades" in install and install[-1] == "nvidia-open-570=570.158.01-1"
+    assert result["installed_version"] == "570.158.01" and result["previous_version"] == "570.172.08"
+    assert "downgrade to nvidia-open-570=570.158.01-1" in result["actions"]
+
+
+def test_an_older_branch_is_a_downgrade_too(node):
+    apt = make_apt(node)
+    converge(node, apt, branch="575", install_prerequisites=False, **MIRROR)
+    apt.calls = []
+    with pytest.raises(dc.DriverError, match="driver 575.57.08 is installed and the wanted branch 570 is older"):
+        converge(node, apt, branch="570", install_prerequisites=False, **MIRROR)
+    assert mutating_calls(apt) == []
+
+
+def test_rhel_downgrade_only_with_consent(rhel):
+    dnf = FakeDnf(rhel, available=rhel_repo())
+    converge(rhel, dnf, version="570.172.08", install_prerequisites=False)
+    dnf.calls = []
+    with pytest.raises(dc.DriverError, match="driver 570.172.08 is installed and the wanted 570.158.01 is older"):
+        converge(rhel, dnf, version="570.158.01", install_prerequisites=False)
+    assert mutating_calls(dnf) == []
+    result = converge(rhel, dnf, version="570.158.01", allow_downgrade=True, install_prerequisites=False)
+    assert dnf.commands(["dnf", "-y", "downgrade"]) and result["installed_version"] == "570.158.01"
