@@ -38,7 +38,7 @@ DRIVER_STATES = ("present", "latest", "absent")
 # Every action driver_action gives; "none" leaves the driver as it is (a reboot may still be due).
 ACTIONS = ("install", "upgrade", "downgrade", "remove", "none", "invalid")
 # The settings driver_action reads, with the nvidia_driver role's defaults.
-DRIVER_DEFAULTS = {"nvidia_driver_state": "present", "nvidia_driver_branch": "570", "nvidia_driver_version": "",
+DRIVER_DEFAULTS = {"nvidia_driver_state": "present", "nvidia_driver_branch": "580", "nvidia_driver_version": "",
                    "nvidia_driver_allow_downgrade": False}
 EXAMPLE_VERSION = "570.172.08"
 

@@ -43,7 +43,7 @@ FABRICMANAGER_CHOICES = ("auto", "true", "false")
 # compare these with roles/*/defaults/main.yml, so they cannot drift).
 DEFAULTS = {
     "nvidia_driver_state": "present",
-    "nvidia_driver_branch": "570",
+    "nvidia_driver_branch": "580",
     "nvidia_driver_version": "",
     "nvidia_driver_fabricmanager": "auto",
     "nvidia_driver_allow_downgrade": False,

@@ -46,7 +46,7 @@ def plan(tmp_path, hosts, **kw):
 # --- driver -------------------------------------------------------------------
 
 @pytest.mark.parametrize("settings, action, reboot", [
-    ({}, "none", False),                                                  # branch 570, 570.172.08 installed
+    ({"nvidia_driver_branch": "570"}, "none", False),                    # branch 570, 570.172.08 installed
     ({"nvidia_driver_version": "570.172.08"}, "none", False),
     ({"nvidia_driver_version": "570.195.03"}, "upgrade", True),
     ({"nvidia_driver_version": "550.163.01"}, "downgrade", True),
@@ -139,11 +139,12 @@ def test_fabric_manager_follows_the_nvswitches():
 # --- the fleet ------------------------------------------------------------------
 
 def test_each_host_is_planned_from_its_own_facts_and_variables(tmp_path):
+    on_570 = {"nvidia_driver_branch": "570"}  # the fixtures' branch (the roles' default is the chart's: 580)
     out = plan(tmp_path, {
-        "dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"}),
+        "dgx": ("dgx-a100", dict(on_570, mig_config=MIG, mig_config_name="all-balanced")),
         "hgx": ("hgx-h100", {"nvidia_driver_version": "570.195.03"}),
-        "h200": ("h200-mig", {"mig_config": MIG, "mig_config_name": "all-1g.18gb"}),
-        "l40s": ("l40s", {"gpu_nodes_device_plugin_config": "ts4"}),
+        "h200": ("h200-mig", dict(on_570, mig_config=MIG, mig_config_name="all-1g.18gb")),
+        "l40s": ("l40s", dict(on_570, gpu_nodes_device_plugin_config="ts4")),
     }, mig_strategy="mixed", sharing_configs=TS4, default_config="default")
     assert out["valid"] and out["errors"] == []
     h = out["hosts"]
