@@ -33,14 +33,19 @@ def write(tmp_path, name, data):
     return path
 
 
+# The recorded fixtures run branch 570; the roles' default branch is the pinned chart's (580).
+ON_570 = {"nvidia_driver_branch": "570"}
+
+
 def plan(tmp_path, hosts, **kw):
-    """hosts: {name: (facts fixture name or data or None, hostvars)}"""
+    """hosts: {name: (facts fixture name or data or None, hostvars)}; a host without a version follows the fixtures' branch."""
     for name, (facts, _hv) in hosts.items():
         if isinstance(facts, str) and (NVML / ("%s.json" % facts)).is_file():
             write(tmp_path, name, fixture(facts))
         elif facts is not None:
             write(tmp_path, name, facts)
-    return fp.plan_fleet([(n, hv) for n, (_f, hv) in hosts.items()], str(tmp_path), **kw)
+    return fp.plan_fleet([(n, hv if "nvidia_driver_version" in hv else dict(ON_570, **hv)) for n, (_f, hv) in hosts.items()],
+                         str(tmp_path), **kw)
 
 
 # --- driver -------------------------------------------------------------------
@@ -139,12 +144,11 @@ def test_fabric_manager_follows_the_nvswitches():
 # --- the fleet ------------------------------------------------------------------
 
 def test_each_host_is_planned_from_its_own_facts_and_variables(tmp_path):
-    on_570 = {"nvidia_driver_branch": "570"}  # the fixtures' branch (the roles' default is the chart's: 580)
     out = plan(tmp_path, {
-        "dgx": ("dgx-a100", dict(on_570, mig_config=MIG, mig_config_name="all-balanced")),
+        "dgx": ("dgx-a100", {"mig_config": MIG, "mig_config_name": "all-balanced"}),
         "hgx": ("hgx-h100", {"nvidia_driver_version": "570.195.03"}),
-        "h200": ("h200-mig", dict(on_570, mig_config=MIG, mig_config_name="all-1g.18gb")),
-        "l40s": ("l40s", dict(on_570, gpu_nodes_device_plugin_config="ts4")),
+        "h200": ("h200-mig", {"mig_config": MIG, "mig_config_name": "all-1g.18gb"}),
+        "l40s": ("l40s", {"gpu_nodes_device_plugin_config": "ts4"}),
     }, mig_strategy="mixed", sharing_configs=TS4, default_config="default")
     assert out["valid"] and out["errors"] == []
     h = out["hosts"]
