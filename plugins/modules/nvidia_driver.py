@@ -18,6 +18,9 @@ description:
   - Installs the NVIDIA GPU driver from NVIDIA's CUDA network repository, the distribution's own packages,
     a mirror of NVIDIA's repository (air-gapped sites, C(file:) repositories included) or a local C(.run) installer.
   - Follows a driver branch (V(570)) or an exact version (V(570.172.08)), with open or proprietary kernel modules.
+  - Never installs packages over a driver that packages did not install (NVIDIA's runfile, a driver container or
+    mount, a C(libnvidia-ml.so.1) no package owns). Such a driver is kept when it is the wanted one; otherwise the
+    module fails before any change and says how to go on (pin that version, or remove that driver first).
   - Pins the driver so no background upgrade can move it. On Debian and Ubuntu with an apt preferences pin on the branch or version,
     C(apt-mark hold) on every installed driver package and an unattended-upgrades blacklist. On RHEL, Rocky and
     AlmaLinux with a dnf module stream, C(versionlock.list) entries and a dnf-automatic exclude.
@@ -322,6 +325,22 @@ held_packages:
   returned: always
   type: list
   elements: str
+driver_provenance:
+  description:
+    - How the driver found on the node got there, read before anything is changed (the record
+      M(gpuops.platform.gpu_node_preflight) returns and the fleet planner decides by). Null with O(source=runfile)
+      or O(state=absent).
+    - A driver from outside the packages (C(kind) V(runfile), V(container) or V(unknown)) that is the wanted one is
+      kept, see RV(kept); one that is not makes the module fail before any change, naming what was found, and
+      packages are never installed over it.
+  returned: always
+  type: dict
+  sample: {"kind": "container", "version": "580.159.04", "origin": null, "packages": [], "evidence": ["/run/nvidia/driver"]}
+kept:
+  description: When a driver from outside the packages is the wanted one, the sentence saying it was kept (no package
+    installed, no reboot); null otherwise.
+  returned: always
+  type: str
 warnings_list:
   description: Non-fatal findings (also emitted as warnings), such as Secure Boot without a MOK key.
   returned: always

@@ -359,7 +359,14 @@ def _recorded(hostvars, name, facts_dir):
     if record is None:
         return "", (None, "no recorded facts for this host: set gpuops_fleet_facts_dir (record them with "
                           "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache"), None
-    return where, (record["nvidia"], None), record
+    return where, (with_provenance(record["nvidia"], record.get("node")), None), record
+
+
+def with_provenance(facts, node):
+    """The facts the driver is planned from: nvml_facts' and, where preflight recorded it, the node's
+    ``driver_provenance`` (driver_action keeps or refuses a driver from outside the packages by it)."""
+    found = (node or {}).get("driver_provenance")
+    return dict(facts, driver_provenance=found) if isinstance(found, dict) and isinstance(facts, dict) else facts
 
 
 def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, default_config="", labels=None,

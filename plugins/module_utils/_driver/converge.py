@@ -24,6 +24,7 @@ import tempfile
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import decision as rules
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as host_mod
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import provenance as prov
 
 BLACKLIST_PATH = "/etc/modprobe.d/gpuops-blacklist-nouveau.conf"
 APT_PIN_PATH = "/etc/apt/preferences.d/gpuops-nvidia-driver"
@@ -89,6 +90,8 @@ class Converger(object):
         self._installed_cache = None
         self.held = []
         self._key = None  # a local mirror key, read before anything is written
+        self.provenance = None  # how the driver on the node got there (provenance.py), read before any change
+        self.kept = None  # the report when a driver from outside the packages is kept
 
     # -- plumbing --------------------------------------------------------
     def _p(self, path):
@@ -458,7 +461,10 @@ class Converger(object):
         if spec["state"] != "absent" and spec["source"] != "runfile":
             self._existing_driver()
         previous = None
-        if spec["state"] == "absent":
+        if self.kept:
+            # A driver from outside the packages that is the wanted one: no package, no file, no reboot.
+            previous = installed_version = self.provenance["version"]
+        elif spec["state"] == "absent":
             previous = self.absent()
             installed_version = None
         elif spec["source"] == "runfile":
@@ -470,14 +476,16 @@ class Converger(object):
         reboot, reasons = pk.reboot_decision(installed_version, host["loaded_version"],
                                              host["nouveau_loaded"], bool(host["gpus"]),
                                              host.get("loaded_flavor"), spec["open"])
+        if self.kept:
+            reboot, reasons = False, []
         if spec["state"] == "absent" and host["loaded_version"]:
             reboot, reasons = True, ["driver removed but kernel module %s is still loaded" % host["loaded_version"]]
-        if host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent":
+        if host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent" and not self.kept:
             self.warnings.append(
                 "Secure Boot is enabled and no mok_signing_key is set: the DKMS-built module only "
                 "loads if it is signed with a key enrolled in MOK")
         services = []
-        if spec["state"] != "absent":
+        if spec["state"] != "absent" and not self.kept:
             services.append("nvidia-persistenced")
             if self.fabric:
                 services.append("nvidia-fabricmanager")
@@ -509,6 +517,8 @@ class Converger(object):
             "fabricmanager": self.fabric,
             "services": services,
             "held_packages": self.held,
+            "driver_provenance": self.provenance,
+            "kept": self.kept,
             "warnings_list": self.warnings,
             "diff": self.diffs,
         }
@@ -582,10 +592,20 @@ class Converger(object):
     def _existing_driver(self):
         """The driver already on the node, against the wanted one, before anything is written (read-only queries).
 
-        A wanted version or branch older than the installed packages' is refused unless allow_downgrade.
+        A driver from outside the packages (a runfile, a driver container, one no package owns) is kept when it
+        is the wanted one and refused otherwise (decision.foreign_decision, the planner's rule): packages never go
+        over it. A wanted version or branch older than the installed packages' is refused unless allow_downgrade.
         """
         spec = self.spec
         installed, dummy = self.installed_packages(spec["family"])
+        self.provenance = prov.probe(self.root, prov.upstream_versions(installed, spec["family"]), spec["family"],
+                                     self.host["loaded_version"])
+        verdict, text = rules.foreign_decision(self.provenance, spec["version"], spec["branch"])
+        if verdict == "refuse":
+            raise DriverError(text)
+        if verdict == "keep":
+            self.kept = text
+            return
         previous = pk.installed_driver_version(installed, pk.packages(spec)["primary"], spec["family"])
         if previous and spec["version"] != previous:
             self._downgrade_consent(previous, spec["version"], spec)
