@@ -24,6 +24,8 @@ description:
   - Pins the driver so no background upgrade can move it. On Debian and Ubuntu with an apt preferences pin on the branch or version,
     C(apt-mark hold) on every installed driver package and an unattended-upgrades blacklist. On RHEL, Rocky and
     AlmaLinux with a dnf module stream, C(versionlock.list) entries and a dnf-automatic exclude.
+  - On Ubuntu with O(source=distro), installs Canonical's signed precompiled kernel modules for the running kernel when
+    the apt cache has them, and builds with DKMS only when it does not (see RV(kernel_modules)).
   - Installs kernel headers for the running kernel and DKMS, blacklists nouveau (regenerating the initramfs
     only when the blacklist changed), optionally signs DKMS builds with a MOK key, installs
     nvidia-fabricmanager at the driver's version when NVSwitches are present and DCGM when asked.
@@ -341,6 +343,16 @@ kept:
     installed, no reboot); null otherwise.
   returned: always
   type: str
+kernel_modules:
+  description:
+    - Ubuntu with O(source=distro) only (null elsewhere) - the kernel modules chosen. C(kind) V(precompiled) installs
+      Canonical's signed C(linux-modules-nvidia-<branch>-server[-open]-<flavour>) with the package of the running
+      kernel, when the apt cache has it (no DKMS build, and Secure Boot needs no MOK); V(dkms) builds them with DKMS
+      otherwise. C(reason) says why; the plan's install line says it too.
+  returned: always
+  type: dict
+  sample: {"kind": "precompiled", "packages": ["linux-modules-nvidia-580-server-open-generic",
+           "linux-modules-nvidia-580-server-open-6.8.0-45-generic"], "reason": "Canonical's signed precompiled modules ..."}
 warnings_list:
   description: Non-fatal findings (also emitted as warnings), such as Secure Boot without a MOK key.
   returned: always

@@ -91,6 +91,7 @@ class Converger(object):
         self.held = []
         self._key = None  # a local mirror key, read before anything is written
         self.provenance = None  # how the driver on the node got there (provenance.py), read before any change
+        self.modules = {}  # Ubuntu, source=distro: the kernel modules chosen (precompiled or DKMS) and why
         self.kept = None  # the report when a driver from outside the packages is kept
 
     # -- plumbing --------------------------------------------------------
@@ -480,7 +481,8 @@ class Converger(object):
             reboot, reasons = False, []
         if spec["state"] == "absent" and host["loaded_version"]:
             reboot, reasons = True, ["driver removed but kernel module %s is still loaded" % host["loaded_version"]]
-        if host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent" and not self.kept:
+        if (host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent" and not self.kept
+                and self.modules.get("kind") != "precompiled"):
             self.warnings.append(
                 "Secure Boot is enabled and no mok_signing_key is set: the DKMS-built module only "
                 "loads if it is signed with a key enrolled in MOK")
@@ -517,6 +519,7 @@ class Converger(object):
             "fabricmanager": self.fabric,
             "services": services,
             "held_packages": self.held,
+            "kernel_modules": self.modules or None,
             "driver_provenance": self.provenance,
             "kept": self.kept,
             "warnings_list": self.warnings,
@@ -524,8 +527,8 @@ class Converger(object):
         }
 
     def _prereqs(self, installed, family):
-        if not self.params.get("install_prerequisites"):
-            return []
+        if not self.params.get("install_prerequisites") or self.modules.get("kind") == "precompiled":
+            return []  # precompiled modules build nothing: no headers, no DKMS
         wanted = pk.prerequisites(self.spec, self.host["kernel"])
         return [name for name in wanted if name not in installed]
 
@@ -544,7 +547,7 @@ class Converger(object):
         plan = pk.packages(spec, self.fabric, self.params.get("dcgm"), self.params.get("dcgm_package"))
         installed, held = self.installed_packages("deb")
         previous = pk.installed_driver_version(installed, plan["primary"], "deb")
-        names = plan["driver"] + plan["extra"]
+        names = plan["driver"] + self._kernel_modules() + plan["extra"]
 
         target = spec["version"]
         if not target and spec["state"] == "latest":
@@ -569,7 +572,8 @@ class Converger(object):
                 self.run(["apt-mark", "unhold"] + unhold, mutating=True, env=APT_ENV,
                          what="unhold %s" % " ".join(unhold))
             self.run(APT_INSTALL + (APT_DOWNGRADE if downgrade else []) + specs + removals, mutating=True,
-                     env=APT_ENV, what="%s %s" % ("downgrade to" if downgrade else "install", " ".join(specs + removals)))
+                     env=APT_ENV, what="%s %s%s" % ("downgrade to" if downgrade else "install", " ".join(specs + removals),
+                                                    " (kernel modules: %s)" % self.modules["reason"] if self.modules else ""))
             self.packages_changed = True
             if self.check:
                 final = target or ("%s.x" % spec["branch"])
@@ -621,6 +625,23 @@ class Converger(object):
                                                       if not target or target == spec["version"] else target))
         return True
 
+    def _kernel_modules(self):
+        """Ubuntu with source=distro: Canonical's signed precompiled modules for the running kernel when the apt
+        cache has them (no DKMS build, no MOK under Secure Boot), else the DKMS build; ``self.modules`` says which
+        and why (the result's kernel_modules, and the install line of the plan)."""
+        names = pk.precompiled_modules(self.spec, self.host["kernel"])
+        if names is None:
+            return []
+        meta, running = names
+        if self.apt_candidate(running):
+            self.modules = {"kind": "precompiled", "packages": [meta, running],
+                            "reason": "Canonical's signed precompiled modules for kernel %s (%s): no DKMS build, no MOK"
+                                      % (self.host["kernel"], running)}
+            return [meta, running]
+        self.modules = {"kind": "dkms", "packages": [],
+                        "reason": "DKMS build: %s is not in the apt cache" % running}
+        return []
+
     def _deb_branch_target(self, primary):
         """The version apt would install for the branch, checked before anything is installed."""
         spec = self.spec
@@ -643,7 +664,8 @@ class Converger(object):
         """name or name=<full version> for each package, full version from apt-cache."""
         specs = []
         for name in names:
-            if not target or name.startswith("datacenter-gpu-manager"):
+            # DCGM and the kernel modules (versioned like the kernel) are not at the driver's version.
+            if not target or name.startswith(("datacenter-gpu-manager", "linux-modules-nvidia-")):
                 specs.append(name)
                 continue
             full = pk.pick_apt_version(self.apt_versions(name), name, target)
