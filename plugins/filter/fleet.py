@@ -26,13 +26,17 @@ fleet_report = lazy_module("plugin_utils.fleet_report")
 fleet_schema = lazy_module("plugin_utils.fleet_schema")
 
 
-def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", open_modules=True, source="cuda",
-                              fabricmanager="auto"):
+def nvidia_driver_replay_plan(facts, state="present", version="", branch=None, open_modules=True, source="cuda",
+                              fabricmanager="auto", allow_downgrade=False, provenance=None):
+    """The nvidia_driver role's plan from replayed facts; ``provenance``: the record's node.driver_provenance."""
     if not isinstance(facts, Mapping) or "gpus" not in facts:
         raise AnsibleFilterError("nvidia_driver_replay_plan needs the replayed ansible_facts.nvidia (with gpus)")
+    if provenance:
+        facts = dict(facts, driver_provenance=provenance)
     # As the inventory gives them: a version that is a YAML number is refused, never read as text.
     settings = dict(fleet_plan.DEFAULTS, nvidia_driver_state=state, nvidia_driver_version=version,
-                    nvidia_driver_branch=branch, nvidia_driver_fabricmanager=str(fabricmanager).lower())
+                    nvidia_driver_branch=fleet_plan.DEFAULTS["nvidia_driver_branch"] if branch is None else branch,
+                    nvidia_driver_fabricmanager=str(fabricmanager).lower(), nvidia_driver_allow_downgrade=allow_downgrade)
     errors = fleet_plan.setting_errors(settings)
     if errors:
         # A result that failed, like the module's, so the role reports the message itself (a filter that
@@ -40,10 +44,16 @@ def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", 
         return {"failed": True, "changed": False, "replayed": True, "reboot_required": False, "reboot_reasons": [],
                 "msg": "; ".join(message for variable, message in errors)}
     driver, errors = fleet_plan.plan_driver(settings, facts)
+    if errors:
+        # A downgrade without consent, a driver from outside the packages that is not the wanted one.
+        return {"failed": True, "changed": False, "replayed": True, "reboot_required": False, "reboot_reasons": [],
+                "action": driver["action"], "msg": "; ".join(errors)}
     fabric, errors, warnings = fleet_plan.plan_fabric(settings, facts)
     actions = []
     if driver["action"] != "none":
         actions.append("%s the driver (%s): %s" % (driver["action"], driver["wanted"], "; ".join(driver["reasons"])))
+    elif driver.get("foreign"):
+        warnings = warnings + driver["reasons"][:1]
     services = (["nvidia-persistenced"] + (["nvidia-fabricmanager"] if fabric["fabric_manager"] else [])
                 if state != "absent" else [])
     return {
@@ -62,6 +72,7 @@ def nvidia_driver_replay_plan(facts, state="present", version="", branch="570", 
         "gpu_count": len(facts.get("gpus") or []), "nvswitch_count": fabric["nvswitches"],
         "fabricmanager": fabric["fabric_manager"], "services": services,
         "kernel": "unknown (replayed facts)", "secure_boot": "unknown (replayed facts)", "warnings_list": warnings,
+        "kept": driver["reasons"][0] if driver.get("foreign") else None,
     }
 
 

@@ -37,7 +37,8 @@ def _reason(decision):
     return "driver %s -> %s" % (installed or "unknown", wanted)
 
 
-def gpu_upgrade_plan(facts, version, branch="570", state="present", version_variable="gpu_upgrade_driver_version"):
+def gpu_upgrade_plan(facts, version, branch=None, state="present", version_variable="gpu_upgrade_driver_version",
+                     allow_downgrade=False, provenance=None):
     """``{action, reboot, step, reason, installed, loaded, wanted, version, branch, gpus}`` for one node.
 
     ``action`` and ``reboot`` are plugin_utils/driver_action.driver_action's, the fleet planner's answer for
@@ -47,7 +48,13 @@ def gpu_upgrade_plan(facts, version, branch="570", state="present", version_vari
     """
     if not isinstance(facts, Mapping):
         raise AnsibleFilterError("gpu_upgrade_plan needs the node's nvml_facts, got %r" % (facts,))
-    settings = {"nvidia_driver_version": version, "nvidia_driver_branch": branch, "nvidia_driver_state": state}
+    # No branch given: the nvidia_driver role's default, as the planner reads it.
+    settings = {"nvidia_driver_version": version, "nvidia_driver_state": state,
+                "nvidia_driver_branch": decisions.DRIVER_DEFAULTS["nvidia_driver_branch"] if branch is None else branch,
+                "nvidia_driver_allow_downgrade": allow_downgrade}
+    if provenance:
+        # The record's node.driver_provenance: a driver from outside the packages is kept or refused alike.
+        facts = dict(facts, driver_provenance=provenance)
     decision, errors = decisions.driver_action(settings, facts, version_variable)
     if errors:
         raise AnsibleFilterError("; ".join(errors))

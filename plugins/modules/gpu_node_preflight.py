@@ -146,6 +146,18 @@ loaded_flavor:
   description: V(open) or V(proprietary) for the loaded module, or null.
   returned: always
   type: str
+driver_provenance:
+  description:
+    - How the installed driver got there, the record the fleet planner and the nvidia_driver module decide by.
+    - C(kind) is V(packages) (distro or CUDA packages, C(origin) V(distro) or V(cuda), with C(packages) and their
+      versions), V(runfile) (C(/usr/bin/nvidia-uninstall), C(/var/lib/dkms/nvidia) without a package, or the
+      runfile's install log), V(container) (a driver container or mount, C(/run/nvidia/driver)), V(unknown)
+      (C(libnvidia-ml.so.1) or a loaded module that no package owns) or V(none).
+    - C(version) is the driver found; C(evidence) lists what was found.
+  returned: always
+  type: dict
+  sample: {"kind": "runfile", "version": "580.159.04", "origin": null, "packages": [],
+           "evidence": ["/usr/bin/nvidia-uninstall", "/var/lib/dkms/nvidia/580.159.04 (no package)"]}
 free_space:
   description: Free MiB per checked filesystem.
   returned: always
@@ -155,6 +167,7 @@ free_space:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import provenance
 from ansible_collections.gpuops.platform.plugins.module_utils._node import preflight as node_preflight
 
 
@@ -178,7 +191,14 @@ def main():
         node_preflight.validate(module.params)
     except node_preflight.PreflightParamError as exc:
         module.fail_json(msg=str(exc))
-    result = node_preflight.run(module.params)
+    installed = None
+    rpm = module.get_bin_path("rpm")
+    if rpm and provenance.dpkg_packages() is None:
+        # No dpkg status file: what rpm has installed says whether a package owns the driver (read-only).
+        rc, out, dummy = module.run_command([rpm, "-qa", "--qf", "%{NAME}\t%{VERSION}\n"])
+        if rc == 0:
+            installed = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    result = node_preflight.run(module.params, installed=installed)
     module.exit_json(changed=False, **result)
 
 

@@ -18,9 +18,14 @@ description:
   - Installs the NVIDIA GPU driver from NVIDIA's CUDA network repository, the distribution's own packages,
     a mirror of NVIDIA's repository (air-gapped sites, C(file:) repositories included) or a local C(.run) installer.
   - Follows a driver branch (V(570)) or an exact version (V(570.172.08)), with open or proprietary kernel modules.
+  - Never installs packages over a driver that packages did not install (NVIDIA's runfile, a driver container or
+    mount, a C(libnvidia-ml.so.1) no package owns). Such a driver is kept when it is the wanted one; otherwise the
+    module fails before any change and says how to go on (pin that version, or remove that driver first).
   - Pins the driver so no background upgrade can move it. On Debian and Ubuntu with an apt preferences pin on the branch or version,
     C(apt-mark hold) on every installed driver package and an unattended-upgrades blacklist. On RHEL, Rocky and
     AlmaLinux with a dnf module stream, C(versionlock.list) entries and a dnf-automatic exclude.
+  - On Ubuntu with O(source=distro), installs Canonical's signed precompiled kernel modules for the running kernel when
+    the apt cache has them, and builds with DKMS only when it does not (see RV(kernel_modules)).
   - Installs kernel headers for the running kernel and DKMS, blacklists nouveau (regenerating the initramfs
     only when the blacklist changed), optionally signs DKMS builds with a MOK key, installs
     nvidia-fabricmanager at the driver's version when NVSwitches are present and DCGM when asked.
@@ -55,6 +60,13 @@ options:
       - V(false) installs the proprietary modules, which Volta and older GPUs need.
     type: bool
     default: true
+  allow_downgrade:
+    description:
+      - Consent to move the driver to an older version than the one installed (O(version) or O(branch) older
+        than the installed driver). Without it the module fails before anything is changed, naming both versions.
+      - Only then is C(--allow-downgrades) passed to apt-get, and C(dnf downgrade) run.
+    type: bool
+    default: false
   source:
     description:
       - V(cuda) is NVIDIA's CUDA network repository C(https://developer.download.nvidia.com/compute/cuda/repos/<distro><ver>/<arch>/),
@@ -315,6 +327,32 @@ held_packages:
   returned: always
   type: list
   elements: str
+driver_provenance:
+  description:
+    - How the driver found on the node got there, read before anything is changed (the record
+      M(gpuops.platform.gpu_node_preflight) returns and the fleet planner decides by). Null with O(source=runfile)
+      or O(state=absent).
+    - A driver from outside the packages (C(kind) V(runfile), V(container) or V(unknown)) that is the wanted one is
+      kept, see RV(kept); one that is not makes the module fail before any change, naming what was found, and
+      packages are never installed over it.
+  returned: always
+  type: dict
+  sample: {"kind": "container", "version": "580.159.04", "origin": null, "packages": [], "evidence": ["/run/nvidia/driver"]}
+kept:
+  description: When a driver from outside the packages is the wanted one, the sentence saying it was kept (no package
+    installed, no reboot); null otherwise.
+  returned: always
+  type: str
+kernel_modules:
+  description:
+    - Ubuntu with O(source=distro) only (null elsewhere) - the kernel modules chosen. C(kind) V(precompiled) installs
+      Canonical's signed C(linux-modules-nvidia-<branch>-server[-open]-<flavour>) with the package of the running
+      kernel, when the apt cache has it (no DKMS build, and Secure Boot needs no MOK); V(dkms) builds them with DKMS
+      otherwise. C(reason) says why; the plan's install line says it too.
+  returned: always
+  type: dict
+  sample: {"kind": "precompiled", "packages": ["linux-modules-nvidia-580-server-open-generic",
+           "linux-modules-nvidia-580-server-open-6.8.0-45-generic"], "reason": "Canonical's signed precompiled modules ..."}
 warnings_list:
   description: Non-fatal findings (also emitted as warnings), such as Secure Boot without a MOK key.
   returned: always
@@ -333,6 +371,7 @@ def argument_spec():
         branch=dict(type="str"),
         version=dict(type="str"),
         open=dict(type="bool", default=True),
+        allow_downgrade=dict(type="bool", default=False),
         source=dict(type="str", default="cuda", choices=["cuda", "distro", "mirror", "runfile"]),
         mirror_url=dict(type="str"),
         mirror_username=dict(type="str"),

@@ -25,16 +25,21 @@ __metaclass__ = type
 
 import re
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import decision as rules
+# The version rules the nvidia_driver module applies on the node too (module_utils/_driver/decision.py).
+from ansible_collections.gpuops.platform.plugins.module_utils._driver.decision import (  # noqa: F401  (re-exported)
+    VERSION_RE, branch_of, same_version, version_key)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
-# ASCII digits only, and the whole value: no trailing newline slips past a fullmatch.
-VERSION_RE = re.compile(r"[0-9]{3,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?")
 BRANCH_RE = re.compile(r"[0-9]{3,4}")
 DRIVER_STATES = ("present", "latest", "absent")
 # Every action driver_action gives; "none" leaves the driver as it is (a reboot may still be due).
 ACTIONS = ("install", "upgrade", "downgrade", "remove", "none", "invalid")
 # The settings driver_action reads, with the nvidia_driver role's defaults.
-DRIVER_DEFAULTS = {"nvidia_driver_state": "present", "nvidia_driver_branch": "570", "nvidia_driver_version": ""}
+DRIVER_DEFAULTS = {"nvidia_driver_state": "present", "nvidia_driver_branch": "580", "nvidia_driver_version": "",
+                   "nvidia_driver_allow_downgrade": False}
 EXAMPLE_VERSION = "570.172.08"
 
 
@@ -95,7 +100,21 @@ def driver_setting_errors(settings, version_variable="nvidia_driver_version"):
     elif branch is None or branch == "":
         errors.append(("nvidia_driver_branch", "nvidia_driver_branch is empty: set the driver branch to follow, "
                        "such as \"570\""))
+    if allowed_downgrade(settings) is None:
+        errors.append(("nvidia_driver_allow_downgrade", "nvidia_driver_allow_downgrade %r is not true or false"
+                       % (settings.get("nvidia_driver_allow_downgrade"),)))
     return errors
+
+
+def allowed_downgrade(settings):
+    """nvidia_driver_allow_downgrade as a boolean (unset: False); None when it is no boolean."""
+    value = settings.get("nvidia_driver_allow_downgrade")
+    if value is None or value == "":
+        return False
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        return None
 
 
 def wanted_driver(settings):
@@ -104,36 +123,7 @@ def wanted_driver(settings):
     version = settings.get("nvidia_driver_version") or ""
     branch = settings.get("nvidia_driver_branch")
     branch = DRIVER_DEFAULTS["nvidia_driver_branch"] if branch is None else str(branch)
-    return {"state": state, "version": version, "branch": branch}
-
-
-def version_key(version):
-    """``(570, 172, 8)`` for ``"570.172.08"``, compared part by part as numbers; None if not a driver version."""
-    if not isinstance(version, str) or not VERSION_RE.fullmatch(version):
-        return None
-    return tuple(int(part) for part in version.split("."))
-
-
-def same_version(one, other):
-    """Whether two driver versions are the same build (570.172.8 is 570.172.08); text that is no version as written."""
-    one_key, other_key = version_key(one), version_key(other)
-    if one_key is None or other_key is None:
-        return one == other
-    return one_key == other_key
-
-
-def branch_of(version):
-    """The branch (major version) of an installed driver version, or None."""
-    key = version_key(version)
-    return str(key[0]) if key else None
-
-
-def _direction(installed, wanted_key):
-    """upgrade or downgrade from ``installed`` to a version (or branch) key; an unreadable installed one upgrades."""
-    have = version_key(installed)
-    if have is None:
-        return "upgrade"
-    return "upgrade" if have[:len(wanted_key)] < wanted_key else "downgrade"
+    return {"state": state, "version": version, "branch": branch, "allow_downgrade": bool(allowed_downgrade(settings))}
 
 
 def _shown(settings):
@@ -146,11 +136,15 @@ def _shown(settings):
 def driver_action(settings, facts, version_variable="nvidia_driver_version"):
     """``(decision, errors)``: what the driver settings of one host do to it, given its nvml_facts.
 
-    ``decision``: ``{state, version, branch, wanted, installed, loaded, action, reboot_required, reasons}``.
+    ``decision``: ``{state, version, branch, wanted, installed, loaded, action, reboot_required, reasons}``
+    (and ``foreign``, the provenance kind, when a driver from outside the packages is kept).
     ``action`` is one of ``install`` (no driver installed), ``upgrade``, ``downgrade`` (to the exact version,
-    or onto the branch followed, compared part by part as numbers), ``remove`` (state absent and a driver is
+    or onto the branch followed, compared part by part as numbers; only with nvidia_driver_allow_downgrade,
+    else ``invalid`` with the refusal), ``remove`` (state absent and a driver is
     installed), ``none`` (the driver is as wanted, or state latest on the right branch: the newest in the
-    repository is only known on the node) or ``invalid`` (``errors`` says why; nothing is planned).
+    repository is only known on the node; or a driver from outside the packages, recorded in the facts'
+    ``driver_provenance``, that is the wanted one: kept) or ``invalid`` (``errors`` says why; nothing is
+    planned: bad settings, a downgrade without consent, a foreign driver that is not the wanted one).
     ``reboot_required``: the node reboots to load the wanted driver: a loaded module that is not the driver
     the node ends on (or any loaded module, when that is a branch's newest, known only on the node), or any
     reboot reason in the facts. A node with no module loaded loads the new one without a reboot.
@@ -179,17 +173,33 @@ def driver_action(settings, facts, version_variable="nvidia_driver_version"):
             reasons.append("driver %s is installed and nvidia_driver_state is absent" % installed)
             out["reboot_required"] = bool(loaded)
         return out, []
+    # A driver that packages did not install: kept when it is the wanted one, else refused (decision.py, the
+    # nvidia_driver module's rule on the node).
+    provenance = facts.get("driver_provenance") or None
+    if isinstance(provenance, dict) and not provenance.get("version"):
+        provenance = dict(provenance, version=installed or loaded)
+    verdict, text = rules.foreign_decision(provenance, version, branch)
+    if verdict == "keep":
+        out["foreign"] = provenance["kind"]
+        reasons.append(text)
+        return out, []
+    if verdict == "refuse":
+        out["action"] = "invalid"
+        return out, [text]
     if not installed:
         out["action"] = "install"
         reasons.append("no NVIDIA driver is installed")
     elif version and not same_version(installed, version):
-        out["action"] = _direction(installed, version_key(version))
+        out["action"] = "downgrade" if rules.is_older(version, installed) else "upgrade"
         reasons.append("installed %s, wanted %s" % (installed, version))
     elif not version and branch_of(installed) != branch:
-        out["action"] = _direction(installed, (int(branch),))
+        out["action"] = "downgrade" if rules.is_older(branch, installed) else "upgrade"
         reasons.append("installed %s is not on branch %s" % (installed, branch))
     elif state == "latest":
         reasons.append("state latest: the newest %s in the repository is only known on the node" % out["wanted"])
+    if out["action"] == "downgrade" and not wanted["allow_downgrade"]:
+        out["action"] = "invalid"
+        return out, [rules.downgrade_refusal(installed, out["wanted"])]
     # The driver loaded once the action is done: the exact version, the one kept, or unknown (a branch's newest).
     target = version or (installed if out["action"] == "none" else None)
     if loaded and (not same_version(loaded, target) if target else out["action"] != "none"):

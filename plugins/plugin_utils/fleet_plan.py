@@ -43,9 +43,10 @@ FABRICMANAGER_CHOICES = ("auto", "true", "false")
 # compare these with roles/*/defaults/main.yml, so they cannot drift).
 DEFAULTS = {
     "nvidia_driver_state": "present",
-    "nvidia_driver_branch": "570",
+    "nvidia_driver_branch": "580",
     "nvidia_driver_version": "",
     "nvidia_driver_fabricmanager": "auto",
+    "nvidia_driver_allow_downgrade": False,
     "mig_config_name": "",
     "mig_config": {},
     "mig_config_file": "",
@@ -74,7 +75,7 @@ def host_settings(hostvars, name):
 # What each setting may be (None: the role's default), and the inventory variable it comes from.
 SETTING_KINDS = {
     "nvidia_driver_state": (str,), "nvidia_driver_branch": (str, int), "nvidia_driver_version": (str, int, float),
-    "nvidia_driver_fabricmanager": (str, bool), "mig_config_name": (str,), "mig_config": (dict,),
+    "nvidia_driver_fabricmanager": (str, bool), "nvidia_driver_allow_downgrade": (bool, str), "mig_config_name": (str,), "mig_config": (dict,),
     "mig_config_file": (str,), "replay_file": (str,), "node_name": (str,), "device_plugin_config": (str,),
     "labels": (dict,),
 }
@@ -358,7 +359,14 @@ def _recorded(hostvars, name, facts_dir):
     if record is None:
         return "", (None, "no recorded facts for this host: set gpuops_fleet_facts_dir (record them with "
                           "playbooks/record_facts.yml), gpuops_nvml_replay_file or gpuops_fleet_facts_cache"), None
-    return where, (record["nvidia"], None), record
+    return where, (with_provenance(record["nvidia"], record.get("node")), None), record
+
+
+def with_provenance(facts, node):
+    """The facts the driver is planned from: nvml_facts' and, where preflight recorded it, the node's
+    ``driver_provenance`` (driver_action keeps or refuses a driver from outside the packages by it)."""
+    found = (node or {}).get("driver_provenance")
+    return dict(facts, driver_provenance=found) if isinstance(found, dict) and isinstance(facts, dict) else facts
 
 
 def plan_fleet(hosts, facts_dir, mig_strategy="single", sharing_configs=None, default_config="", labels=None,

@@ -46,7 +46,7 @@ CACHE_FACT = "gpuops_recorded"
 # What gpu_node_preflight returns that describes the node (not its findings under
 # this run's options, nor the free disk space, which changes all the time).
 NODE_KEYS = ("distro", "os_supported", "arch", "kernel", "kernel_headers_present", "secure_boot",
-             "nouveau_loaded", "loaded_version", "loaded_flavor", "gpus", "nvswitches")
+             "nouveau_loaded", "loaded_version", "loaded_flavor", "gpus", "nvswitches", "driver_provenance")
 # Readings that change from one second to the next: two records that differ only
 # in these (and in when they were made) are the same facts.
 VOLATILE_GPU = (("clocks", "graphics_mhz"), ("clocks", "sm_mhz"), ("clocks", "memory_mhz"), ("temperature_c",),
@@ -58,7 +58,7 @@ RECORD_FIELDS = (("host", _STR), ("recorded_at", _STR), ("collection_version", _
 NODE_FIELDS = (("distro", ((dict,), "a mapping")), ("os_supported", _BOOL), ("arch", _STR), ("kernel", _STR),
                ("kernel_headers_present", _BOOL), ("secure_boot", _BOOL), ("nouveau_loaded", _BOOL),
                ("loaded_version", _STR), ("loaded_flavor", _STR), ("gpus", ((list,), "a list")),
-               ("nvswitches", ((list,), "a list")))
+               ("nvswitches", ((list,), "a list")), ("driver_provenance", ((dict,), "a mapping")))
 # Where a host's facts are when they come from the fact cache (a plan's facts_file then).
 CACHE_WHERE = "the fact cache (ansible_facts.%s)" % CACHE_FACT
 

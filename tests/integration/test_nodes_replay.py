@@ -76,6 +76,7 @@ all:
               all-1g.10gb: [{devices: all, mig-enabled: true, mig-devices: {"1g.10gb": 7}}]
         gpu-b:
           gpuops_nvml_replay_file: %(l40s)s
+          nvidia_driver_branch: "570"
 """ % {"python": sys.executable, "replay_dir": replay_dir, "l40s": fixtures_dir / "nvml" / "l40s.json"})
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", PATH="%s:%s" % (stubs, os.environ["PATH"]))
     proc = subprocess.run(

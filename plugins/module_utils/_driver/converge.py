@@ -21,8 +21,10 @@ import re
 import stat
 import tempfile
 
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import decision as rules
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as host_mod
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import provenance as prov
 
 BLACKLIST_PATH = "/etc/modprobe.d/gpuops-blacklist-nouveau.conf"
 APT_PIN_PATH = "/etc/apt/preferences.d/gpuops-nvidia-driver"
@@ -36,8 +38,10 @@ DKMS_TREE = "/var/lib/dkms/nvidia"
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
 # Wait for a running unattended-upgrades or apt instead of failing on the lock.
 APT_LOCK = ["-o", "DPkg::Lock::Timeout=600"]
-APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages", "--allow-downgrades"] + APT_LOCK + [
+APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-change-held-packages"] + APT_LOCK + [
     "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+# Only with the operator's consent (allow_downgrade), for a driver install that moves to an older version.
+APT_DOWNGRADE = ["--allow-downgrades"]
 
 
 MAX_FILE_SIZE = 16 * 1024 * 1024  # the largest of these files is a few KiB
@@ -86,6 +90,9 @@ class Converger(object):
         self._installed_cache = None
         self.held = []
         self._key = None  # a local mirror key, read before anything is written
+        self.provenance = None  # how the driver on the node got there (provenance.py), read before any change
+        self.modules = {}  # Ubuntu, source=distro: the kernel modules chosen (precompiled or DKMS) and why
+        self.kept = None  # the report when a driver from outside the packages is kept
 
     # -- plumbing --------------------------------------------------------
     def _p(self, path):
@@ -452,8 +459,13 @@ class Converger(object):
         if fabric and spec["source"] == "runfile":
             self.warnings.append("NVSwitches need nvidia-fabricmanager %s, which a runfile does not install: "
                                  "install NVIDIA's fabric manager archive for that version" % spec["version"])
+        if spec["state"] != "absent" and spec["source"] != "runfile":
+            self._existing_driver()
         previous = None
-        if spec["state"] == "absent":
+        if self.kept:
+            # A driver from outside the packages that is the wanted one: no package, no file, no reboot.
+            previous = installed_version = self.provenance["version"]
+        elif spec["state"] == "absent":
             previous = self.absent()
             installed_version = None
         elif spec["source"] == "runfile":
@@ -465,14 +477,17 @@ class Converger(object):
         reboot, reasons = pk.reboot_decision(installed_version, host["loaded_version"],
                                              host["nouveau_loaded"], bool(host["gpus"]),
                                              host.get("loaded_flavor"), spec["open"])
+        if self.kept:
+            reboot, reasons = False, []
         if spec["state"] == "absent" and host["loaded_version"]:
             reboot, reasons = True, ["driver removed but kernel module %s is still loaded" % host["loaded_version"]]
-        if host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent":
+        if (host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent" and not self.kept
+                and self.modules.get("kind") != "precompiled"):
             self.warnings.append(
                 "Secure Boot is enabled and no mok_signing_key is set: the DKMS-built module only "
                 "loads if it is signed with a key enrolled in MOK")
         services = []
-        if spec["state"] != "absent":
+        if spec["state"] != "absent" and not self.kept:
             services.append("nvidia-persistenced")
             if self.fabric:
                 services.append("nvidia-fabricmanager")
@@ -504,13 +519,16 @@ class Converger(object):
             "fabricmanager": self.fabric,
             "services": services,
             "held_packages": self.held,
+            "kernel_modules": self.modules or None,
+            "driver_provenance": self.provenance,
+            "kept": self.kept,
             "warnings_list": self.warnings,
             "diff": self.diffs,
         }
 
     def _prereqs(self, installed, family):
-        if not self.params.get("install_prerequisites"):
-            return []
+        if not self.params.get("install_prerequisites") or self.modules.get("kind") == "precompiled":
+            return []  # precompiled modules build nothing: no headers, no DKMS
         wanted = pk.prerequisites(self.spec, self.host["kernel"])
         return [name for name in wanted if name not in installed]
 
@@ -529,7 +547,7 @@ class Converger(object):
         plan = pk.packages(spec, self.fabric, self.params.get("dcgm"), self.params.get("dcgm_package"))
         installed, held = self.installed_packages("deb")
         previous = pk.installed_driver_version(installed, plan["primary"], "deb")
-        names = plan["driver"] + plan["extra"]
+        names = plan["driver"] + self._kernel_modules() + plan["extra"]
 
         target = spec["version"]
         if not target and spec["state"] == "latest":
@@ -548,12 +566,14 @@ class Converger(object):
                 target = self._deb_branch_target(plan["primary"])
             specs = self._deb_specs(names, target)
             removals = [name + "-" for name in pk.other_branch_metas(installed, spec)]
+            downgrade = self._downgrade_consent(previous, target, spec)
             unhold = sorted(n for n in held if n in installed and re.match(pk.PY_DEB_DRIVER_REGEX, n))
             if unhold:
                 self.run(["apt-mark", "unhold"] + unhold, mutating=True, env=APT_ENV,
                          what="unhold %s" % " ".join(unhold))
-            self.run(APT_INSTALL + specs + removals, mutating=True, env=APT_ENV,
-                     what="install %s" % " ".join(specs + removals))
+            self.run(APT_INSTALL + (APT_DOWNGRADE if downgrade else []) + specs + removals, mutating=True,
+                     env=APT_ENV, what="%s %s%s" % ("downgrade to" if downgrade else "install", " ".join(specs + removals),
+                                                    " (kernel modules: %s)" % self.modules["reason"] if self.modules else ""))
             self.packages_changed = True
             if self.check:
                 final = target or ("%s.x" % spec["branch"])
@@ -572,6 +592,55 @@ class Converger(object):
                      what="hold %s" % " ".join(to_hold))
         self.held = hold
         return previous, final
+
+    def _existing_driver(self):
+        """The driver already on the node, against the wanted one, before anything is written (read-only queries).
+
+        A driver from outside the packages (a runfile, a driver container, one no package owns) is kept when it
+        is the wanted one and refused otherwise (decision.foreign_decision, the planner's rule): packages never go
+        over it. A wanted version or branch older than the installed packages' is refused unless allow_downgrade.
+        """
+        spec = self.spec
+        installed, dummy = self.installed_packages(spec["family"])
+        self.provenance = prov.probe(self.root, prov.upstream_versions(installed, spec["family"]), spec["family"],
+                                     self.host["loaded_version"])
+        verdict, text = rules.foreign_decision(self.provenance, spec["version"], spec["branch"])
+        if verdict == "refuse":
+            raise DriverError(text)
+        if verdict == "keep":
+            self.kept = text
+            return
+        previous = pk.installed_driver_version(installed, pk.packages(spec)["primary"], spec["family"])
+        if previous and spec["version"] != previous:
+            self._downgrade_consent(previous, spec["version"], spec)
+
+    def _downgrade_consent(self, previous, target, spec):
+        """Whether moving from ``previous`` to ``target`` (or to the wanted branch) is a downgrade; a DriverError
+        before anything is installed when it is one and allow_downgrade is not set (decision.py, the planner's rule)."""
+        wanted = target or spec["branch"]
+        if not previous or not rules.is_older(wanted, previous):
+            return False
+        if not self.params.get("allow_downgrade"):
+            raise DriverError(rules.downgrade_refusal(previous, rules.wanted_text(spec["version"], spec["branch"])
+                                                      if not target or target == spec["version"] else target))
+        return True
+
+    def _kernel_modules(self):
+        """Ubuntu with source=distro: Canonical's signed precompiled modules for the running kernel when the apt
+        cache has them (no DKMS build, no MOK under Secure Boot), else the DKMS build; ``self.modules`` says which
+        and why (the result's kernel_modules, and the install line of the plan)."""
+        names = pk.precompiled_modules(self.spec, self.host["kernel"])
+        if names is None:
+            return []
+        meta, running = names
+        if self.apt_candidate(running):
+            self.modules = {"kind": "precompiled", "packages": [meta, running],
+                            "reason": "Canonical's signed precompiled modules for kernel %s (%s): no DKMS build, no MOK"
+                                      % (self.host["kernel"], running)}
+            return [meta, running]
+        self.modules = {"kind": "dkms", "packages": [],
+                        "reason": "DKMS build: %s is not in the apt cache" % running}
+        return []
 
     def _deb_branch_target(self, primary):
         """The version apt would install for the branch, checked before anything is installed."""
@@ -595,7 +664,8 @@ class Converger(object):
         """name or name=<full version> for each package, full version from apt-cache."""
         specs = []
         for name in names:
-            if not target or name.startswith("datacenter-gpu-manager"):
+            # DCGM and the kernel modules (versioned like the kernel) are not at the driver's version.
+            if not target or name.startswith(("datacenter-gpu-manager", "linux-modules-nvidia-")):
                 specs.append(name)
                 continue
             full = pk.pick_apt_version(self.apt_versions(name), name, target)
@@ -647,7 +717,7 @@ class Converger(object):
             specs = ["%s-%s" % (n, target) if target and not n.startswith("datacenter-gpu-manager") else n
                      for n in names]
             verb = "install"
-            if previous and target and _vtuple(target) < _vtuple(previous):
+            if self._downgrade_consent(previous, target, spec):
                 verb = "downgrade"
             elif previous and target:
                 verb = "upgrade"

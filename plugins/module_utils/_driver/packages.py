@@ -480,6 +480,27 @@ def packages(spec, fabricmanager=False, dcgm=False, dcgm_name=None):
     return {"driver": driver, "primary": primary, "extra": extra, "module_stream": stream}
 
 
+_KERNEL_FLAVOUR = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-([a-z0-9][a-z0-9.+-]*)")
+
+
+def precompiled_modules(spec, kernel):
+    """Canonical's signed precompiled kernel modules for the running ``kernel`` on Ubuntu with source=distro:
+    ``(metapackage, per-kernel package)``, or None where there are none to look for.
+
+    ``linux-modules-nvidia-<branch>-server[-open]-<flavour>`` follows the kernel flavour (6.8.0-45-generic:
+    generic) to every new kernel; ``linux-modules-nvidia-<branch>-server[-open]-<kernel>`` holds the modules of the
+    running kernel, and is what the apt cache must have (as ubuntu-drivers checks). Signed by Canonical, they load
+    under Secure Boot with no MOK enrolment and no DKMS build.
+    """
+    if spec["source"] != "distro" or spec["distro"] != "ubuntu" or not kernel:
+        return None
+    match = _KERNEL_FLAVOUR.fullmatch(kernel)
+    if not match:
+        return None
+    stem = "linux-modules-nvidia-%s-server%s-" % (spec["branch"], "-open" if spec["open"] else "")
+    return stem + match.group(1), stem + kernel
+
+
 def prerequisites(spec, kernel):
     """Packages DKMS needs to build the module for the running kernel."""
     if spec["family"] == "deb":

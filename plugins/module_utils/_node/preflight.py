@@ -17,8 +17,10 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import decision
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import provenance
 
 _DRIVER = re.compile(r"^[0-9]{3}(\.[0-9]{1,3}(\.[0-9]{1,3})?)?\Z")
 
@@ -93,11 +95,20 @@ def evaluate(facts, params):
     if loaded and wanted and not (loaded == wanted or loaded.split(".")[0] == wanted):
         msg = "nvidia kernel module %s is loaded, the wanted driver is %s" % (loaded, wanted)
         (problems if params["fail_on_other_driver"] else warnings).append(msg)
+    found = facts.get("driver_provenance") or {}
+    if found.get("kind") in decision.FOREIGN_KINDS:
+        warnings.append("driver %s is %s (%s): the nvidia_driver role keeps it when it is the wanted one and never "
+                        "installs packages over it" % (found.get("version") or "of unknown version",
+                                                       decision.KIND_WORDS[found["kind"]], ", ".join(found["evidence"])))
     return problems, warnings
 
 
-def run(params, root="/"):
+def run(params, root="/", installed=None):
+    """The probed facts, findings and driver provenance. ``installed``: ``{name: upstream version}`` of the
+    installed packages where dpkg's status file does not say (rpm), as provenance.probe takes them."""
     facts = driver_host.probe(root)
+    family = "rpm" if facts["distro"].get("id") in pk.RPM_FAMILY else "deb"
+    facts["driver_provenance"] = provenance.probe(root, installed, family, facts["loaded_version"])
     facts["free_space"] = driver_host.free_space_mib(params["disk_paths"], root)
     facts["missing_paths"] = [path for path in params["disk_paths"]
                               if not os.path.exists(os.path.join(root, path.lstrip("/")))]

@@ -76,6 +76,34 @@ class FakeNode(object):
         self.write("sys/module/nvidia/version", version + "\n")
         return self
 
+    def nvml_library(self, version, base="", folder="usr/lib/x86_64-linux-gnu"):
+        """libnvidia-ml.so.1 -> libnvidia-ml.so.<version>, as the driver installs it (under ``base``)."""
+        lib = os.path.join(base, folder)
+        self.write(os.path.join(lib, "libnvidia-ml.so.%s" % version), "ELF")
+        os.symlink("libnvidia-ml.so.%s" % version, os.path.join(self.root, lib, "libnvidia-ml.so.1"))
+        return self
+
+    def foreign_driver(self, kind, version):
+        """A driver no package installed, loaded, as each way leaves it on the node.
+
+        ``runfile``: NVIDIA's .run installer (nvidia-uninstall, the DKMS tree, its log, the library);
+        ``runfile-log``: only the installer's log (--no-dkms, uninstaller removed by hand);
+        ``container``: the GPU Operator's driver root /run/nvidia/driver, the library inside it;
+        ``unknown``: a library no package owns (a cloud image, a read-only mount).
+        """
+        self.loaded_driver(version)
+        if kind == "runfile":
+            self.write("usr/bin/nvidia-uninstall", "#!/bin/sh\n")
+            os.makedirs(os.path.join(self.root, "var/lib/dkms/nvidia", version, "source"))
+        if kind in ("runfile", "runfile-log"):
+            self.write("var/log/nvidia-installer.log", "nvidia-installer log file '/var/log/nvidia-installer.log'\n"
+                       "creation time: Fri Nov 27 10:00:00 2026\ninstaller version: %s\n" % version)
+        if kind == "container":
+            self.nvml_library(version, base="run/nvidia/driver")
+        else:
+            self.nvml_library(version)
+        return self
+
     def secure_boot(self, enabled):
         # efivarfs: 4 bytes of attributes (NV|BS|RT = 0x7), then the value byte.
         self.write(SECURE_BOOT_VAR, struct.pack("<I", 7) + bytes([1 if enabled else 0]), binary=True)

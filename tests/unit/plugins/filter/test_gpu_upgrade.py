@@ -34,7 +34,9 @@ def test_plan_from_the_recorded_node(h100):
     ("590.10.01", "590.10.01", "downgrade", "downgrade", True),
 ])
 def test_plan_actions(installed, loaded, action, step, reboot):
-    plan = f.gpu_upgrade_plan({"driver_version": installed, "kernel_module_version": loaded, "gpus": []}, NEW)
+    # A downgrade only with consent (nvidia_driver_allow_downgrade): test_a_downgrade_needs_consent.
+    plan = f.gpu_upgrade_plan({"driver_version": installed, "kernel_module_version": loaded, "gpus": []}, NEW,
+                              allow_downgrade=action == "downgrade")
     assert (plan["action"], plan["step"], plan["reboot"]) == (action, step, reboot)
 
 
@@ -45,11 +47,20 @@ def test_plan_actions(installed, loaded, action, step, reboot):
 ])
 def test_an_empty_version_follows_the_branch_as_the_fleet_plan_does(installed, action, reboot):
     facts = {"present": True, "driver_version": installed, "kernel_module_version": installed, "gpus": []}
-    plan = f.gpu_upgrade_plan(facts, "", "570")
+    allow = action == "downgrade"  # a downgrade only with consent: test_a_downgrade_needs_consent
+    plan = f.gpu_upgrade_plan(facts, "", "570", allow_downgrade=allow)
     assert (plan["action"], plan["reboot"], plan["wanted"], plan["version"]) == (action, reboot, "branch 570", "")
     # Word for word the planner's decision for the same settings and facts.
-    decision, errors = fleet_plan.plan_driver(dict(fleet_plan.DEFAULTS, nvidia_driver_branch="570"), facts)
+    decision, errors = fleet_plan.plan_driver(dict(fleet_plan.DEFAULTS, nvidia_driver_branch="570",
+                                                   nvidia_driver_allow_downgrade=allow), facts)
     assert errors == [] and (decision["action"], decision["reboot_required"]) == (plan["action"], plan["reboot"])
+
+
+def test_a_downgrade_needs_consent():
+    facts = {"present": True, "driver_version": "580.82.07", "kernel_module_version": "580.82.07", "gpus": []}
+    with pytest.raises(AnsibleFilterError, match="driver 580.82.07 is installed and the wanted branch 570 is older"):
+        f.gpu_upgrade_plan(facts, "", "570")
+    assert f.gpu_upgrade_plan(facts, "", "570", allow_downgrade=True)["action"] == "downgrade"
 
 
 @pytest.mark.parametrize("wanted, message", [

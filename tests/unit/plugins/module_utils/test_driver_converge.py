@@ -498,3 +498,120 @@ def test_version_sort_key_takes_ascii_digits_only():
     assert cv._vtuple("570.\u00b2.1") == (570, 0, 1)
     assert cv._vtuple("570.\uff11.1") == (570, 0, 1)
     assert cv._vtuple("570.172.08-1") == (570, 172, 8, 1)
+
+
+# -- downgrades only with consent (allow_downgrade) -------------------------------------
+
+def _snapshot(node):
+    return sorted(os.path.join(d, f) for d, _dirs, files in os.walk(node.root) for f in files)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_an_older_version_is_refused_before_anything_changes_unless_allowed(node, check):
+    apt = make_apt(node)
+    converge(node, apt, version="570.172.08", install_prerequisites=False, **MIRROR)
+    apt.calls, before, installed = [], _snapshot(node), dict(apt.installed)
+    apt.check_mode = check
+    with pytest.raises(dc.DriverError) as caught:
+        converge(node, apt, check=check, version="570.158.01", install_prerequisites=False, **MIRROR)
+    assert str(caught.value).startswith("driver 570.172.08 is installed and the wanted 570.158.01 is older")
+    assert "allow_downgrade" in str(caught.value)
+    assert mutating_calls(apt) == [] and _snapshot(node) == before and apt.installed == installed
+
+
+def test_a_downgrade_with_consent_passes_allow_downgrades_to_apt_and_only_then(node):
+    apt = make_apt(node)
+    first = converge(node, apt, version="570.172.08", install_prerequisites=False, **MIRROR)
+    assert all("--allow-downgrades" not in c for c in apt.commands(["apt-get", "install"]))
+    assert first["installed_version"] == "570.172.08"
+    apt.calls = []
+    result = converge(node, apt, version="570.158.01", allow_downgrade=True, install_prerequisites=False, **MIRROR)
+    (install,) = apt.commands(["apt-get", "install"])
+    assert "--allow-downgrades" in install and install[-1] == "nvidia-open-570=570.158.01-1"
+    assert result["installed_version"] == "570.158.01" and result["previous_version"] == "570.172.08"
+    assert "downgrade to nvidia-open-570=570.158.01-1" in result["actions"]
+
+
+def test_an_older_branch_is_a_downgrade_too(node):
+    apt = make_apt(node)
+    converge(node, apt, branch="575", install_prerequisites=False, **MIRROR)
+    apt.calls = []
+    with pytest.raises(dc.DriverError, match="driver 575.57.08 is installed and the wanted branch 570 is older"):
+        converge(node, apt, branch="570", install_prerequisites=False, **MIRROR)
+    assert mutating_calls(apt) == []
+
+
+def test_rhel_downgrade_only_with_consent(rhel):
+    dnf = FakeDnf(rhel, available=rhel_repo())
+    converge(rhel, dnf, version="570.172.08", install_prerequisites=False)
+    dnf.calls = []
+    with pytest.raises(dc.DriverError, match="driver 570.172.08 is installed and the wanted 570.158.01 is older"):
+        converge(rhel, dnf, version="570.158.01", install_prerequisites=False)
+    assert mutating_calls(dnf) == []
+    result = converge(rhel, dnf, version="570.158.01", allow_downgrade=True, install_prerequisites=False)
+    assert dnf.commands(["dnf", "-y", "downgrade"]) and result["installed_version"] == "570.158.01"
+
+
+# -- Ubuntu, source=distro: Canonical's signed precompiled modules, DKMS only without them ---------
+
+UBUNTU_KERNEL = "6.8.0-45-generic"
+
+
+def _ubuntu_archive(precompiled):
+    available = {"nvidia-driver-580-server-open": ["580.126.20-0ubuntu0.24.04.1"],
+                 "linux-headers-%s" % UBUNTU_KERNEL: ["6.8.0-45.45"], "dkms": ["3.0.11-1ubuntu13"]}
+    if precompiled:
+        available["linux-modules-nvidia-580-server-open-generic"] = ["6.8.0-45.45+1"]
+        available["linux-modules-nvidia-580-server-open-%s" % UBUNTU_KERNEL] = ["6.8.0-45.45+1"]
+    return available
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_ubuntu_distro_installs_the_signed_precompiled_modules_of_the_running_kernel(node, monkeypatch, check):
+    monkeypatch.setattr(driver_host, "kernel_release", lambda: UBUNTU_KERNEL)
+    node.os("ubuntu", "24.04").secure_boot(True)
+    apt = FakeApt(node, available=_ubuntu_archive(True))
+    result = converge(node, apt, check=check, branch="580", source="distro")
+    chosen = "Canonical's signed precompiled modules for kernel %s (linux-modules-nvidia-580-server-open-%s): " \
+             "no DKMS build, no MOK" % (UBUNTU_KERNEL, UBUNTU_KERNEL)
+    assert result["kernel_modules"] == {"kind": "precompiled", "reason": chosen, "packages": [
+        "linux-modules-nvidia-580-server-open-generic", "linux-modules-nvidia-580-server-open-%s" % UBUNTU_KERNEL]}
+    # The plan says which: the install line names the modules and why; no headers, no DKMS.
+    (line,) = [a for a in result["actions"] if a.startswith("install ")]
+    assert line == ("install nvidia-driver-580-server-open=580.126.20-0ubuntu0.24.04.1 "
+                    "linux-modules-nvidia-580-server-open-generic linux-modules-nvidia-580-server-open-%s "
+                    "(kernel modules: %s)" % (UBUNTU_KERNEL, chosen))
+    assert not [w for w in result["warnings_list"] if "Secure Boot" in w]
+    if not check:
+        assert "dkms" not in apt.installed and "linux-headers-%s" % UBUNTU_KERNEL not in apt.installed
+        assert apt.installed["linux-modules-nvidia-580-server-open-%s" % UBUNTU_KERNEL] == "6.8.0-45.45+1"
+        apt.calls = []
+        again = converge(node, apt, branch="580", source="distro")
+        assert not again["changed"] and mutating_calls(apt) == []
+
+
+def test_ubuntu_distro_falls_back_to_dkms_only_without_precompiled_modules(node, monkeypatch):
+    monkeypatch.setattr(driver_host, "kernel_release", lambda: UBUNTU_KERNEL)
+    node.os("ubuntu", "24.04")
+    apt = FakeApt(node, available=_ubuntu_archive(False))
+    result = converge(node, apt, branch="580", source="distro")
+    assert result["kernel_modules"] == {"kind": "dkms", "packages": [], "reason": "DKMS build: "
+                                        "linux-modules-nvidia-580-server-open-%s is not in the apt cache" % UBUNTU_KERNEL}
+    assert "install linux-headers-%s dkms" % UBUNTU_KERNEL in result["actions"]
+    assert [a for a in result["actions"] if a.startswith("install nvidia-driver")][0].endswith(
+        "(kernel modules: %s)" % result["kernel_modules"]["reason"])
+    assert not [n for n in apt.installed if n.startswith("linux-modules-nvidia")]
+
+
+@pytest.mark.parametrize("kernel, is_open, names", [
+    ("6.8.0-45-generic", True, ("linux-modules-nvidia-570-server-open-generic",
+                                "linux-modules-nvidia-570-server-open-6.8.0-45-generic")),
+    ("6.8.0-1015-aws", False, ("linux-modules-nvidia-570-server-aws", "linux-modules-nvidia-570-server-6.8.0-1015-aws")),
+    ("6.18.44-fc-v657-gpu", True, None),   # no Ubuntu ABI: nothing to look for
+])
+def test_precompiled_module_names_follow_the_kernel_flavour(kernel, is_open, names):
+    from ansible_collections.gpuops.platform.plugins.module_utils._driver import packages as pk
+    spec = {"source": "distro", "distro": "ubuntu", "branch": "570", "open": is_open}
+    assert pk.precompiled_modules(spec, kernel) == names
+    assert pk.precompiled_modules(dict(spec, source="cuda"), kernel) is None
+    assert pk.precompiled_modules(dict(spec, distro="debian"), kernel) is None

@@ -15,9 +15,9 @@ def facts(installed="570.172.08", loaded="570.172.08", **extra):
     return out
 
 
-def decide(version="", branch="570", state="present", **kw):
+def decide(version="", branch="570", state="present", allow_downgrade=False, **kw):
     return da.driver_action({"nvidia_driver_version": version, "nvidia_driver_branch": branch,
-                             "nvidia_driver_state": state}, facts(**kw))
+                             "nvidia_driver_state": state, "nvidia_driver_allow_downgrade": allow_downgrade}, facts(**kw))
 
 
 # --- values -------------------------------------------------------------------------
@@ -66,11 +66,11 @@ def test_every_setting_is_checked_and_named():
     ({"version": "570.172.08"}, "570.172.08", "570.172.08", "none", False),
     ({"version": "570.172.8"}, "570.172.08", "570.172.08", "none", False),     # the same build, written otherwise
     ({"version": "570.195.03"}, "570.172.08", "570.172.08", "upgrade", True),
-    ({"version": "570.86.10"}, "570.172.08", "570.172.08", "downgrade", True),  # 86 < 172 as numbers, not text
+    ({"version": "570.86.10", "allow_downgrade": True}, "570.172.08", "570.172.08", "downgrade", True),  # 86 < 172
     ({"version": "570.195.03"}, "570.172.08", None, "upgrade", False),          # no module loaded: no reboot
     ({"version": "570.172.08"}, "570.172.08", "570.158.01", "none", True),      # the old module still loaded
     ({"branch": "580"}, "570.172.08", "570.172.08", "upgrade", True),
-    ({"branch": "550"}, "570.172.08", "570.172.08", "downgrade", True),
+    ({"branch": "550", "allow_downgrade": True}, "570.172.08", "570.172.08", "downgrade", True),
     ({"state": "latest"}, "570.172.08", "570.172.08", "none", False),
     ({"state": "absent"}, "570.172.08", "570.172.08", "remove", True),
     ({"state": "absent"}, None, None, "none", False),
@@ -81,6 +81,35 @@ def test_wanted_against_installed_and_loaded(settings, installed, loaded, action
     decision, errors = decide(installed=installed, loaded=loaded, **settings)
     assert errors == [] and (decision["action"], decision["reboot_required"]) == (action, reboot)
     assert decision["action"] in da.ACTIONS
+
+
+@pytest.mark.parametrize("settings, installed", [
+    ({"version": "570.86.10"}, "570.172.08"),  # 86 < 172 as numbers, not text
+    ({"branch": "550"}, "570.172.08"),
+    ({"branch": "570"}, "580.159.04"),          # the old default branch on a current host
+])
+def test_a_downgrade_without_consent_is_refused_naming_both_versions_and_the_variable(settings, installed):
+    decision, errors = decide(installed=installed, loaded=installed, **settings)
+    assert decision["action"] == "invalid" and not decision["reboot_required"] and len(errors) == 1
+    assert errors[0].startswith("driver %s is installed and the wanted %s is older" % (installed, decision["wanted"]))
+    assert "nvidia_driver_allow_downgrade: true" in errors[0] and 'nvidia_driver_version: "%s"' % installed in errors[0]
+    decision, errors = decide(installed=installed, loaded=installed, allow_downgrade="yes", **settings)
+    assert errors == [] and decision["action"] == "downgrade"
+
+
+def test_allow_downgrade_that_is_no_boolean_is_refused():
+    errors = da.driver_setting_errors(dict(da.DRIVER_DEFAULTS, nvidia_driver_allow_downgrade="maybe"))
+    assert errors == [("nvidia_driver_allow_downgrade", "nvidia_driver_allow_downgrade 'maybe' is not true or false")]
+
+
+def test_the_real_h200_pinned_to_an_older_version_is_refused_as_a_downgrade_unless_allowed(shared_reference):
+    real = json.loads((shared_reference / "real-gpu" / "h200-nvml-facts.json").read_text())["nvidia"]
+    assert real["driver_version"] == "580.159.04"
+    settings = dict(da.DRIVER_DEFAULTS, nvidia_driver_version="570.172.08")
+    decision, errors = da.driver_action(settings, real)
+    assert decision["action"] == "invalid" and errors and "is older" in errors[0]
+    decision, errors = da.driver_action(dict(settings, nvidia_driver_allow_downgrade=True), real)
+    assert errors == [] and (decision["action"], decision["reboot_required"]) == ("downgrade", True)
 
 
 def test_a_reboot_reason_in_the_facts_always_reboots():
@@ -99,7 +128,7 @@ def test_a_refused_setting_plans_nothing_and_shows_what_was_given():
 
 def test_the_recorded_fixture_needs_no_change_on_its_own_branch():
     recorded = json.loads((NVML / "hgx-h100.json").read_text())
-    decision, errors = da.driver_action(dict(da.DRIVER_DEFAULTS), recorded)
+    decision, errors = da.driver_action(dict(da.DRIVER_DEFAULTS, nvidia_driver_branch="570"), recorded)
     assert errors == [] and (decision["action"], decision["reboot_required"]) == ("none", False)
 
 

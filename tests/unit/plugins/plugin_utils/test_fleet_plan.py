@@ -33,20 +33,25 @@ def write(tmp_path, name, data):
     return path
 
 
+# The recorded fixtures run branch 570; the roles' default branch is the pinned chart's (580).
+ON_570 = {"nvidia_driver_branch": "570"}
+
+
 def plan(tmp_path, hosts, **kw):
-    """hosts: {name: (facts fixture name or data or None, hostvars)}"""
+    """hosts: {name: (facts fixture name or data or None, hostvars)}; a host without a version follows the fixtures' branch."""
     for name, (facts, _hv) in hosts.items():
         if isinstance(facts, str) and (NVML / ("%s.json" % facts)).is_file():
             write(tmp_path, name, fixture(facts))
         elif facts is not None:
             write(tmp_path, name, facts)
-    return fp.plan_fleet([(n, hv) for n, (_f, hv) in hosts.items()], str(tmp_path), **kw)
+    return fp.plan_fleet([(n, hv if "nvidia_driver_version" in hv else dict(ON_570, **hv)) for n, (_f, hv) in hosts.items()],
+                         str(tmp_path), **kw)
 
 
 # --- driver -------------------------------------------------------------------
 
 @pytest.mark.parametrize("settings, action, reboot", [
-    ({}, "none", False),                                                  # branch 570, 570.172.08 installed
+    ({"nvidia_driver_branch": "570"}, "none", False),                    # branch 570, 570.172.08 installed
     ({"nvidia_driver_version": "570.172.08"}, "none", False),
     ({"nvidia_driver_version": "570.195.03"}, "upgrade", True),
     ({"nvidia_driver_version": "550.163.01"}, "downgrade", True),
@@ -55,7 +60,8 @@ def plan(tmp_path, hosts, **kw):
     ({"nvidia_driver_state": "absent"}, "remove", True),
 ])
 def test_driver_plan_compares_wanted_installed_and_loaded(settings, action, reboot):
-    s = dict(fp.DEFAULTS, **settings)
+    # A downgrade with consent (without it: test_a_downgrade_without_consent_is_a_host_error).
+    s = dict(fp.DEFAULTS, nvidia_driver_allow_downgrade=action == "downgrade", **settings)
     out, errors = fp.plan_driver(s, fixture("hgx-h100"))
     assert errors == []
     assert (out["action"], out["reboot_required"]) == (action, reboot)
@@ -286,9 +292,28 @@ def test_replay_driver_filter_has_the_module_result_shape():
 @pytest.mark.parametrize("wanted, action", [("570.99.01", "downgrade"), ("570.1.1", "downgrade"),
                                             ("575.51.02", "upgrade"), ("570.172.9", "upgrade")])
 def test_driver_plan_compares_versions_part_by_part_as_numbers(wanted, action):
-    out, errors = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version=wanted), fixture("hgx-h100"))
+    out, errors = fp.plan_driver(dict(fp.DEFAULTS, nvidia_driver_version=wanted,
+                                      nvidia_driver_allow_downgrade=action == "downgrade"), fixture("hgx-h100"))
     assert errors == [] and out["installed"] == "570.172.08"
     assert out["action"] == action
+
+
+def test_a_downgrade_without_consent_is_a_host_error(tmp_path):
+    out = plan(tmp_path, {"old": ("hgx-h100", {"nvidia_driver_version": "570.99.01"}),
+                          "ok": ("l40s", {"nvidia_driver_version": "570.172.08"}),
+                          "consent": ("hgx-h100", {"nvidia_driver_version": "570.99.01",
+                                                   "nvidia_driver_allow_downgrade": True})})
+    assert not out["valid"] and out["hosts"]["ok"]["valid"] and out["hosts"]["consent"]["valid"]
+    assert out["hosts"]["consent"]["driver"]["action"] == "downgrade"
+    old = out["hosts"]["old"]
+    assert not old["valid"] and old["driver"]["action"] == "invalid" and "old" not in out["summary"]["driver_changes"]
+    assert old["errors"] == ["driver 570.172.08 is installed and the wanted 570.99.01 is older: nothing is downgraded "
+                             "without consent. Set nvidia_driver_allow_downgrade: true (the nvidia_driver module's "
+                             "allow_downgrade) to downgrade, or want 570.172.08 (nvidia_driver_version: \"570.172.08\")"]
+    replayed = fleet_filter.nvidia_driver_replay_plan(fixture("hgx-h100"), "present", "570.99.01")
+    assert replayed["failed"] and replayed["msg"] == old["errors"][0] and replayed["action"] == "invalid"
+    assert fleet_filter.nvidia_driver_replay_plan(fixture("hgx-h100"), "present", "570.99.01",
+                                                  allow_downgrade=True)["action"] == "downgrade"
 
 
 def test_the_summary_explains_time_slicing_replicas(tmp_path):

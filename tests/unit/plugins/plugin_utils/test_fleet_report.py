@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_plan, fleet_report, fleet_schema, fleet_views
 
-from test_fleet_plan import NVML, fixture, write
+from test_fleet_plan import NVML, ON_570, fixture, write
 
 
 class _Page(HTMLParser):
@@ -41,7 +41,7 @@ def _views(plan, names=None, groups=None):
 def _plan(tmp_path, names):
     for name, facts in names.items():
         write(tmp_path, name, facts)
-    return _views(fleet_plan.plan_fleet([(n, {}) for n in names], str(tmp_path)))
+    return _views(fleet_plan.plan_fleet([(n, dict(ON_570)) for n in names], str(tmp_path)))
 
 
 def test_text_from_files_is_escaped(tmp_path):
@@ -181,7 +181,7 @@ def test_a_second_identical_plan_says_no_change_since_the_last_plan(tmp_path):
     assert kept is None and same is False
     (tmp_path / "plan.json").write_text(text)
     assert "no change" not in " ".join(fleet_views.overview(first))
-    second = _views(fleet_plan.plan_fleet([(n, {}) for n in ("a", "b")], str(tmp_path)))
+    second = _views(fleet_plan.plan_fleet([(n, dict(ON_570)) for n in ("a", "b")], str(tmp_path)))
     text2, kept, same = action._with_diff(second, plan_file, None)
     # Nothing to write (the run changes nothing), and the summary says why.
     assert (text2, kept, same) == (text, None, True)
@@ -197,7 +197,7 @@ def test_a_second_identical_plan_says_no_change_since_the_last_plan(tmp_path):
     sick = fixture("hgx-h100")
     sick["gpus"][0]["ecc"]["volatile_uncorrectable"] = 1
     write(tmp_path, "a", sick)
-    third = _views(fleet_plan.plan_fleet([(n, {}) for n in ("a", "b")], str(tmp_path)))
+    third = _views(fleet_plan.plan_fleet([(n, dict(ON_570)) for n in ("a", "b")], str(tmp_path)))
     _text, kept, same = action._with_diff(third, plan_file, None)
     assert kept == text and same is False and "no change" not in fleet_views.overview(third)[2]
     assert third["diff"]["changed"] == {"a": {"health": ["ok", "critical"]}}
