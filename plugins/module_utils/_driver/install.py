@@ -159,10 +159,8 @@ class PackageInstaller(object):
 
     def _apt(self, missing):
         specs = ["%s=%s" % (name, version) if version else name for name, version in missing]
-        argv = [arg for arg in dc.APT_INSTALL if arg != "--allow-downgrades"]
-        if self.params.get("allow_downgrade"):
-            argv.append("--allow-downgrades")
-        argv += specs
+        # apt-get -y refuses a downgrade unless told: only with the operator's consent.
+        argv = dc.APT_INSTALL + (dc.APT_DOWNGRADE if self.params.get("allow_downgrade") else []) + specs
         # The real simulation, in check mode as before a change: apt resolves the request from its cache.
         rc, out, err = self.tool.run(argv[:1] + ["-s"] + argv[1:], mutating=False, env=dc.APT_ENV, check_rc=False)
         if rc != 0:
