@@ -84,8 +84,8 @@ options:
       - Names of CustomResourceDefinitions that something else created, such as a Helm chart's C(crds/), to wait
         for until they exist and are C(Established), outside check mode, before the first group is applied; so that
         the objects of their kinds can follow in the same task.
-      - One C(GET) each when it is Established already, then one every O(wait_sleep) seconds, up to O(wait_timeout)
-        each.
+      - One C(GET) each when it is Established already, else read again after a short pause that doubles up to
+        O(wait_sleep) seconds, up to O(wait_timeout) each.
     type: list
     elements: str
     default: []
@@ -94,7 +94,10 @@ options:
     type: int
     default: 300
   wait_sleep:
-    description: Seconds between two reads of an object that is not ready yet.
+    description:
+      - The longest pause, in seconds, between two reads of an object that is not ready yet. The first read comes
+        0.05 seconds after the apply's answer, and each pause doubles up to this one, so a CRD that is Established a
+        moment after it is applied costs no fixed wait.
     type: int
     default: 5
   read:

@@ -52,6 +52,10 @@ BOOKKEEPING = ("managedFields", "resourceVersion", "generation", "creationTimest
 SECRET_FIELDS = ("data", "stringData")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 HIDDEN, CHANGED = "<hidden>", "<hidden, changed>"
+# The first pause between two reads of an object that is not ready yet; each pause doubles, up to wait_sleep. A CRD
+# is Established a moment after it is created (its names accepted, its kind served): it is read again at once, not
+# after a fixed wait.
+FIRST_PAUSE = 0.05
 # RFC 7234 section 5.5 as the API server writes it: warn-code, warn-agent, quoted warn-text.
 WARNING = re.compile(r'([0-9]{3}) (\S+) "((?:[^"\\]|\\.)*)"')
 
@@ -326,20 +330,29 @@ class Applier(object):
                 return None
             raise ApplyError("Reading %s failed (HTTP %s): %s" % (describe(obj), exc.status, exc.message))
 
+    def pauses(self):
+        """The pauses between two reads of an object that is not ready yet: FIRST_PAUSE, doubling up to wait_sleep."""
+        pause = min(FIRST_PAUSE, self.wait_sleep)
+        while True:
+            yield pause
+            pause = min(pause * 2, self.wait_sleep)
+
     def _wait(self, obj, path, after):
-        """Poll (GET every wait_sleep seconds) until ready; the PATCH's answer is looked at first, so a ready object costs no call."""
+        """Poll until ready, with a short pause that doubles up to wait_sleep (pauses); the PATCH's answer is looked
+        at first, so a ready object costs no call."""
         deadline = self._clock() + self.wait_timeout
+        pauses = self.pauses()
         while not self._ready(after):
             if self._clock() >= deadline:
                 raise ApplyError("%s was applied but is not ready after %s seconds (wait_timeout)"
                                  % (describe(obj), self.wait_timeout))
-            self._sleep(self.wait_sleep)
+            self._sleep(next(pauses))
             after = self._before(obj, path) or after
         return after
 
     def wait_established(self, names):
         """Wait (outside a dry run) until each named CustomResourceDefinition exists and is Established: one GET
-        each when it is, then one every wait_sleep seconds, up to wait_timeout each. These are the CRDs that
+        each when it is, then one after each pause (pauses: short at first, up to wait_sleep), up to wait_timeout each. These are the CRDs that
         something other than this run's applies made, such as a Helm chart's."""
         if self.dry_run or not names:
             return
@@ -348,6 +361,7 @@ class Applier(object):
             deadline = self._clock() + self.wait_timeout
             obj = {"apiVersion": CRD_API, "kind": CRD_KIND, "metadata": {"name": name}}
             path = object_path(entry, obj)
+            pauses = self.pauses()
             while True:
                 live = self._before(obj, path)
                 if live is not None and self._ready(live):
@@ -357,7 +371,7 @@ class Applier(object):
                                      "it, and the API server's log" % (
                                          describe(obj), "not Established" if live else "still missing",
                                          self.wait_timeout))
-                self._sleep(self.wait_sleep)
+                self._sleep(next(pauses))
 
     def _target(self, obj):
         """``(path, key)`` of one definition: where it is applied, and its key among the known states before."""

@@ -409,7 +409,22 @@ def test_crds_a_chart_made_are_waited_for_until_they_exist_and_are_established()
     waiter = ssa.Applier(server, ssa.Resources(server, TABLE), "gpuops-platform", wait_sleep=3, sleep=slept.append)
     waiter.wait_established(["widgets.example.com", "gadgets.example.com"])
     assert server.methods() == [("GET", PATH)] * 3 + [("GET", other)]
-    assert slept == [3, 3]
+    # A short pause first, doubled for the next one: no fixed wait before a CRD that is Established at once.
+    assert slept == [0.05, 0.1]
+
+
+def test_the_pauses_between_reads_start_short_and_double_up_to_wait_sleep():
+    # A CRD applied and waited for: the PATCH's answer is not Established yet, the reads after it are spaced by
+    # doubling pauses from 0.05 s, never longer than wait_sleep; each wait starts short again.
+    answers = [(crd([]),)] * 9 + [(crd(ESTABLISHED),)]
+    server = Server({("PATCH", PATH): [(crd([], rv="5"),), (crd([], rv="6"),)], ("GET", PATH): [None] + answers + answers})
+    slept = []
+    waiter = ssa.Applier(server, ssa.Resources(server, TABLE), "gpuops-platform", wait_sleep=2, sleep=slept.append)
+    waiter.apply_groups([{"objects": [crd()], "wait": True}])
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2, 2, 2, 2]
+    slept[:] = []
+    waiter.wait_established(["widgets.example.com"])
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2, 2, 2]
 
 
 def test_waiting_for_a_charts_crd_fails_naming_it_and_never_reads_in_check_mode():
