@@ -265,6 +265,12 @@ result:
           description: Whether the apply changed the object (in check mode, would change it); a new object counts
             as changed.
           type: bool
+        created:
+          description:
+            - Whether the apply created the object (in check mode, would create it), by the API's answers - the object
+              did not exist when read before the apply, or the server answered with another C(metadata.uid) than the
+              one read. An object that existed and was patched is not C(created), only C(changed).
+          type: bool
         method:
           description: Always C(apply).
           type: str

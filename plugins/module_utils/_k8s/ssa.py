@@ -198,6 +198,18 @@ def is_changed(before, after, dry_run):
     return _without_bookkeeping(before) != _without_bookkeeping(after)
 
 
+def was_created(before, after):
+    """Whether the apply created the object (or, in a dry run, would create it), by the API's own answers: it did not
+    exist before (the GET of the state before, or the ApplySet's list, answered 404), or the object answered is
+    another one than the one read before (metadata.uid: unique per object over the cluster's lifetime, so one
+    deleted and made again in between is a new one). An object that existed and was patched is never created,
+    whatever its timestamps say."""
+    if before is None:
+        return True
+    uid = ((before.get("metadata") or {}).get("uid"), ((after or {}).get("metadata") or {}).get("uid"))
+    return bool(uid[0] and uid[1] and uid[0] != uid[1])
+
+
 def _mask_values(mine, before):
     """A Secret's ``data`` or ``stringData`` with every value hidden: HIDDEN, or CHANGED where ``before`` (the other
     side's, None for the before side itself) differs, so that a diff shows which keys came, went or changed, never a
@@ -415,7 +427,7 @@ class Applier(object):
         changed = is_changed(before, after, self.dry_run)
         if wait and not self.dry_run:
             after = self._wait(obj, path, after)
-        result = {"changed": changed, "method": "apply", "result": after}
+        result = {"changed": changed, "method": "apply", "result": after, "created": was_created(before, after)}
         if self.diff:
             result["diff"] = object_diff(before, after) if changed else {}
             if changed:

@@ -77,12 +77,25 @@ def test_a_no_op_is_one_get_and_one_patch_per_object_and_unchanged():
     changed, results = applier(server).apply_groups([{"objects": [cm("a", x="1")]}])
     assert server.methods() == [("GET", "/api/v1/namespaces/team-a/configmaps/a"),
                                 ("PATCH", "/api/v1/namespaces/team-a/configmaps/a")]
-    assert changed is False and results == [{"changed": False, "method": "apply", "result": live}]
+    assert changed is False and results == [{"changed": False, "method": "apply", "result": live, "created": False}]
     # The apply PATCH of the Server-Side Apply reference: apply-patch+yaml, our field manager, no force, no dry run.
     method, path, query, body, ctype = server.calls[1]
     assert ctype == "application/apply-patch+yaml"
     assert query == [("fieldManager", "gpuops-platform")]
     assert body == cm("a", x="1")
+
+
+def test_created_is_told_by_the_state_before_and_the_uid_never_by_timestamps():
+    # An object read before (same uid) and patched is not created, even stamped in the same second as its creation;
+    # one that was absent (404) is, and so is one the server answers with another uid (deleted and made again).
+    before = stored(cm("a", x="1"))
+    patched = stored(cm("a", x="2"), rv="8")
+    renewed = stored(cm("a", x="2"), rv="9")
+    renewed["metadata"]["uid"] = "u-2"
+    server = Server({("GET", cm_path("a")): [(before,), None, (before,)],
+                     ("PATCH", cm_path("a")): [(patched,), (patched,), (renewed,)]})
+    results = [applier(server).apply_groups([{"objects": [cm("a", x="2")]}])[1][0] for _ in range(3)]
+    assert [(r["changed"], r["created"]) for r in results] == [(True, False), (True, True), (True, True)]
 
 
 def cm_path(name):
