@@ -172,7 +172,6 @@ import os
 import shutil
 import tempfile
 
-from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
 from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common import (
     HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
 
@@ -181,6 +180,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, helm, upgrade
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import HelmModule
 
 try:
     import yaml
@@ -280,7 +280,7 @@ def read_live_crds(module, upgrades):
 def main():
     spec = dict(HELM_AUTH_ARG_SPEC)
     spec.update(releases=dict(type="list", elements="dict", required=True, options=RELEASE_SPEC))
-    module = AnsibleHelmModule(argument_spec=spec, mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
+    module = HelmModule(argument_spec=spec, mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
                                supports_check_mode=True)
     releases = module.params["releases"]
     try:

@@ -351,13 +351,12 @@ warnings:
 import json
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, reconcile, ssa
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, checked_state
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, HelmModule, checked_state
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
 
 try:
@@ -398,7 +397,7 @@ def _releases(module):
     """The helm state of O(releases), read and decided as helm_releases does; a release left pending without
     recovery fails the task."""
     # kubernetes.core's helm pieces over this module: helm's binary, and the same connection as its environment.
-    plans, commands, stops = checked_state(AnsibleHelmModule(module=module._module), module.params["releases"],
+    plans, commands, stops = checked_state(HelmModule(module=module._module), module.params["releases"],
                                            module.params["recover"])
     if stops:
         module.fail_json(msg=" ".join(stops), helm={"plans": plans, "commands": commands})
