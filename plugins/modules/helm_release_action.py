@@ -176,7 +176,7 @@ def _values_file(module, values):
 
 def main():
     module = HelmModule(argument_spec=argument_spec(), mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
-                               supports_check_mode=True)
+                        supports_check_mode=True)
     params = module.params
     action, release, plan = params["action"], params["release"], params["plan"] or {}
     try:

@@ -167,7 +167,7 @@ def argument_spec():
 
 def main():
     module = HelmModule(argument_spec=argument_spec(), mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
-                               supports_check_mode=True)
+                        supports_check_mode=True)
     plans, commands, stops = checked_state(module, module.params["releases"], module.params["recover"])
     if stops:
         module.fail_json(msg=" ".join(stops), plans=plans, commands=commands)

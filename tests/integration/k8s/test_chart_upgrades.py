@@ -418,3 +418,43 @@ def test_a_downgrade_that_stops_serving_a_stored_version_is_refused_before_any_c
     assert [r for r in api.requests[start:] if r[0] != "GET"] == []
     assert api.get("Namespace", "team-new") is None
     assert helm_chart(api, CHARTS["kueue"]) == ("deployed", CHARTS["kueue"]["new"])
+
+
+def reference_without(tmp_path, shared_reference, name, source, dropped):
+    """A copy of a chart's reference data (``source``: its folder under shared/reference) without one CRD file."""
+    copy_ = tmp_path / ("%s-without" % name)
+    shutil.copytree(str(shared_reference / source / "chart"), str(copy_ / "chart"))
+    shutil.copytree(str(shared_reference / source / "crds"), str(copy_ / "crds"))
+    (copy_ / "crds" / dropped).unlink()
+    return copy_
+
+
+def test_a_chart_change_names_the_crds_it_drops_and_the_objects_holding_fields_it_drops(
+        fleet_of_charts, again, shared_reference, tmp_path):
+    """Planned (--check, nothing written): Volcano back to 1.14.4 without its HyperNode CRD, whose Job CRD no longer
+    has spec.tasks[].template.spec.workloadRef that gang holds; KubeRay to a chart without its RayService CRD. The
+    summary names both dropped CRDs (Helm deletes Volcano's, made by its templates, and leaves KubeRay's crds/ one)
+    and gang with the field it holds."""
+    api, built = fleet_of_charts["api"], fleet_of_charts["built"]
+    volcano = build_chart(tmp_path / "charts" / "volcano", reference_without(
+        tmp_path, shared_reference, "volcano", "volcano/previous", "topology.volcano.sh_hypernodes.yaml"),
+        CHARTS["volcano"], CHARTS["volcano"]["old"])
+    kuberay = build_chart(tmp_path / "charts" / "kuberay", reference_without(
+        tmp_path, shared_reference, "kuberay", "kuberay", "ray.io_rayservices.yaml"), CHARTS["kuberay"], "1.7.1")
+    wanted = {"volcano": (volcano, CHARTS["volcano"]["old"]), "kuberay": (kuberay, "1.7.1")}
+    layers = [layer(n, CHARTS[n], *(wanted.get(n) or (built[n][1], CHARTS[n]["new"]))) for n in sorted(CHARTS)]
+    start, before = len(api.requests), copy.deepcopy(api.objects)
+    rc, output = fleet_of_charts["run"](layers, "drops", ["--check"])
+    assert rc == 0, output[-4000:]
+    assert [r for r in api.requests[start:] if r[0] != "GET" and r[2].get("dryRun") != ["All"]] == []
+    assert [k for k in set(api.objects) | set(before) if api.objects.get(k) != before.get(k)] == []
+    text = " ".join(summary(output).split())
+    assert ("CRD hypernodes.topology.volcano.sh: no longer in the new chart, made by the templates of the deployed chart: "
+            "helm upgrade deletes it, and every object of its kind with it") in text, text[:4000]
+    assert ("CRD jobs.batch.volcano.sh: 1 Job object holds fields that v1alpha1 no longer has (the API server prunes "
+            "them): volcano-system/gang (spec.tasks[].template.spec.workloadRef)") in text, text[:4000]
+    assert ("CRD rayservices.ray.io: no longer in the new chart; Helm leaves it and its objects in place (delete it "
+            "once nothing uses it)") in text, text[:4000]
+    # Neither chart moved: the CRDs are all there.
+    assert api.get("CustomResourceDefinition", "hypernodes.topology.volcano.sh") is not None
+    assert helm_chart(api, CHARTS["volcano"]) == ("deployed", CHARTS["volcano"]["new"])
