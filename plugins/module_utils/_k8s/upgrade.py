@@ -367,10 +367,11 @@ def chart_args(release):
 
 # `helm get all --template`: the deployed release's manifest, then each file of its chart's crds/ folder (Helm keeps
 # the chart's files, crds/ among them, in the release) under the `# Source:` line `helm template` would give it, so
-# that rendered_crds reads the CRDs the deployed chart ships as it reads the new chart's. Built-in functions only.
+# that rendered_crds reads the CRDs the deployed chart ships as it reads the new chart's. Built-in functions only;
+# one line (the line breaks are the template's own \n escapes).
 DEPLOYED_CRDS_TEMPLATE = "".join([
     '{{ .Release.Manifest }}{{ range .Release.Chart.Files }}{{ if eq (printf "%.5s" .Name) "crds/" }}',
-    '\n---\n# Source: {{ $.Release.Chart.Metadata.Name }}/{{ .Name }}\n{{ printf "%s" .Data }}\n{{ end }}{{ end }}'])
+    '{{ printf "\\n---\\n# Source: %s/%s\\n%s\\n" $.Release.Chart.Metadata.Name .Name .Data }}{{ end }}{{ end }}'])
 
 
 def deployed_version(listed_chart, chart=""):
