@@ -26,8 +26,9 @@ description:
     wanted values nor in the deployed release's).
   - The values never leave the module's result; with C(sensitive), not even the changed defaults. Run the task with
     C(no_log) for a release whose values hold secrets, as for C(kubernetes.core.helm).
-  - Reads the CRDs the deployed chart ships (from the release, C(helm get all --template): its C(crds/) files and
-    the CRDs of its manifest), so that the CRDs the new chart no longer ships are named (Helm leaves them in place).
+  - Reads the CRDs the deployed chart ships from the release (C(helm get all --template), its C(crds/) files and
+    the CRDs of its manifest), so that the CRDs the new chart no longer ships are named, with whether
+    C(helm upgrade) deletes them (RV(upgrades[].previous_crds)).
   - Reads the cluster's CRDs of the names the new and the deployed charts ship (RV(live_crds)), one C(GET) each
     through the same connection, so that the caller can compare them with the new ones in the same step.
   - Lists the objects of a CRD that the new chart changes so that objects lose something - a field that a version

@@ -20,7 +20,10 @@ try:
 except ImportError:  # kubernetes.core's helm module reports the missing PyYAML first
     yaml = None
 
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import extract_sensitive_values_from_kubeconfig
+try:  # kubernetes.core 6.3+; before it, the kubeconfig option is no_log whole
+    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import extract_sensitive_values_from_kubeconfig
+except ImportError:
+    extract_sensitive_values_from_kubeconfig = None
 from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
 from ansible_collections.kubernetes.core.plugins.module_utils.version import LooseVersion
 
@@ -65,7 +68,7 @@ class HelmModule(AnsibleHelmModule):
                     content = yaml.safe_load(handle)
             except (IOError, OSError, yaml.YAMLError):
                 content = None
-            if isinstance(content, dict):
+            if isinstance(content, dict) and extract_sensitive_values_from_kubeconfig is not None:
                 self._module.no_log_values.update(extract_sensitive_values_from_kubeconfig(content))
         return env
 
