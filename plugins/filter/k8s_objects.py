@@ -462,8 +462,10 @@ def _created_by_this_apply(obj):
 def k8s_apply_report(registered, values=False):
     """What a layer's kubernetes.core.k8s applies did, object by object.
 
-    Under ``--diff``, an object created is one whose diff has no ``before``;
-    otherwise one that the apply created by its metadata (_created_by_this_apply).
+    An object created is one the apply said it created (k8s_server_side_apply's ``created``, decided by the API's
+    answers: the object did not exist before, or has another uid); for a result without it (kubernetes.core.k8s's
+    shape), under ``--diff`` one whose diff has no ``before``, otherwise one that the apply created by its metadata
+    (_created_by_this_apply).
     With ``values``, each changed field shows its old and new value, except in
     Secrets.
     """
@@ -477,7 +479,11 @@ def k8s_apply_report(registered, values=False):
             report["unchanged"] += 1
             continue
         diff = item.get("diff") if isinstance(item.get("diff"), Mapping) else None
-        if (not diff.get("before")) if diff is not None else _created_by_this_apply(obj):
+        if "created" in item:
+            created = bool(item["created"])
+        else:
+            created = (not diff.get("before")) if diff is not None else _created_by_this_apply(obj)
+        if created:
             report["created"].append(name)
             continue
         report["changed"].append(name)

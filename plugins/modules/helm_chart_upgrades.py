@@ -26,8 +26,14 @@ description:
     wanted values nor in the deployed release's).
   - The values never leave the module's result; with C(sensitive), not even the changed defaults. Run the task with
     C(no_log) for a release whose values hold secrets, as for C(kubernetes.core.helm).
-  - Reads the cluster's CRDs of the names the new charts ship (RV(live_crds)), one C(GET) each through the same
-    connection, so that the caller can compare them with the new ones in the same step.
+  - Reads the CRDs the deployed chart ships from the release (C(helm get all --template), its C(crds/) files and
+    the CRDs of its manifest), so that the CRDs the new chart no longer ships are named, with whether
+    C(helm upgrade) deletes them (RV(upgrades[].previous_crds)).
+  - Reads the cluster's CRDs of the names the new and the deployed charts ship (RV(live_crds)), one C(GET) each
+    through the same connection, so that the caller can compare them with the new ones in the same step.
+  - Lists the objects of a CRD that the new chart changes so that objects lose something - a field that a version
+    keeps no longer has, or a version no longer served - and names those that hold such a field, or exist
+    (RV(upgrades[].held)).
   - Changes nothing.
   - Connection options as kubernetes.core's helm modules; in the collection's action group
     C(gpuops.platform.k8s), so C(module_defaults) of C(group/gpuops.platform.k8s) give them.
@@ -136,6 +142,20 @@ upgrades:
       description: The new chart's CRDs, each with C(crds_dir) (from the chart's C(crds/) folder) and C(object).
       type: list
       elements: dict
+    previous_crds:
+      description:
+        - The CRDs the deployed chart ships (its C(crds/) folder and its templates), each C(name) and C(deleted) - whether
+          C(helm upgrade) deletes it, with every object of its kind, once the new chart no longer ships it (one its
+          templates make, without the C(helm.sh/resource-policy=keep) annotation; Helm never deletes a C(crds/) one).
+      type: list
+      elements: dict
+    held:
+      description:
+        - The live objects that the new chart's CRDs leave behind, per CRD, kind and version - C(version) and
+          C(fields) (the fields that version no longer has) with C(objects), each C(name) and the C(fields) it holds;
+          or C(versions) (no longer served) with every object of the kind in C(objects).
+      type: list
+      elements: dict
     values_renamed:
       description: Keys the wanted values set that the new chart no longer has, each with C(candidates), the keys
         that appeared beside it.
@@ -151,12 +171,15 @@ upgrades:
       from_version: 1.6.2
       to_version: 1.7.0
       crds: []
+      previous_crds: [{"name": "rayclusters.ray.io", "deleted": false}]
+      held: []
       values_renamed: [{"key": "metrics.serviceMonitor.selector", "candidates": ["metrics.serviceMonitor.additionalLabels"]}]
       values_defaults: [{"key": "featureGates[RayServiceIncrementalUpgrade].enabled", "old": false, "new": true}]
 live_crds:
   description:
-    - The cluster's CustomResourceDefinitions of the names that the new charts ship (RV(upgrades[].crds)), as the API
-      server returns them, one C(GET) each; a CRD the cluster does not have yet is left out.
+    - The cluster's CustomResourceDefinitions of the names that the new charts ship (RV(upgrades[].crds)) and the
+      deployed ones shipped (RV(upgrades[].previous_crds)), as the API server returns them, one C(GET) each; a CRD
+      the cluster does not have is left out.
   returned: always
   type: list
   elements: dict
@@ -172,7 +195,6 @@ import os
 import shutil
 import tempfile
 
-from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
 from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common import (
     HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
 
@@ -181,6 +203,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, helm, upgrade
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import HelmModule
 
 try:
     import yaml
@@ -249,6 +272,9 @@ def read_release(run, release, workdir):
         old_defaults = json.loads(run(["get", "all"] + where + ["--template", upgrade.CHART_VALUES_TEMPLATE],
                                       shown=["get", "all"] + where + ["--template", "<the chart's values as JSON>"]) or "{}")
         deployed = json.loads(run(["get", "values"] + where + ["-o", "json"]) or "null") or {}
+        previous = upgrade.rendered_crds(run(["get", "all"] + where + ["--template", upgrade.DEPLOYED_CRDS_TEMPLATE],
+                                             shown=["get", "all"] + where + ["--template", "<the deployed chart's CRDs>"]),
+                                         _load)
         renamed = upgrade.values_renamed(old_defaults, new_defaults, release["values"])
         defaults = upgrade.values_defaults(old_defaults, new_defaults, upgrade.merged_values(deployed, release["values"]))
     except (ValueError, yaml.YAMLError) as exc:
@@ -259,29 +285,70 @@ def read_release(run, release, workdir):
     return {"name": release["name"], "namespace": release["namespace"], "layer": release["layer"],
             "from_version": release["deployed_version"],
             "to_version": release["chart_version"], "crds": [{"crds_dir": d, "object": c} for c, d in crds],
+            "previous_crds": upgrade.shipped_crds(previous),
             "values_renamed": renamed, "values_defaults": defaults}
 
 
-def read_live_crds(module, upgrades):
-    """The cluster's CRDs of the names the new charts ship, one GET each through the same connection as helm's; a
-    CRD the cluster lacks is left out."""
-    names = sorted(set(upgrade.crd_name(c["object"]) for u in upgrades for c in u["crds"]))
+def _kind_row(crd, version):
+    """The API table row of a CRD's kind at ``version``."""
+    spec = crd["spec"]
+    return discovery.entry(spec["group"], version, spec["names"]["kind"], spec["names"]["plural"],
+                           spec.get("scope") == "Namespaced", False)
+
+
+def read_held(api, upgrades, live):
+    """Per upgrade, the live objects that the new chart's CRDs leave behind (see RETURN, ``held``): those holding a
+    field that a version the CRD keeps no longer has (listed through that version), and those of a CRD that stops
+    serving a version (listed through the storage version). One LIST per CRD and version concerned."""
+    current = dict((upgrade.crd_name(crd), crd) for crd in live)
+    for entry in upgrades:
+        entry["held"] = []
+        for new in [c["object"] for c in entry["crds"]]:
+            old = current.get(upgrade.crd_name(new))
+            change = upgrade.crd_changes(old, new) if old else None
+            if not change:
+                continue
+            kind = old["spec"]["names"]["kind"]
+            for version, paths in sorted(change["fields_removed"].items()):
+                holders = upgrade.held_fields(api.list(_kind_row(old, version)), paths)
+                if holders:
+                    entry["held"].append({"crd": change["name"], "kind": kind, "version": version, "fields": paths,
+                                          "objects": holders})
+            gone = sorted(set(change["served_removed"]) | (set(change["versions_removed"]) & set(upgrade.served_versions(old))))
+            storage = upgrade.storage_version(old)
+            if gone and storage:
+                # Every object holds the root (""): each one is named.
+                names = [h["name"] for h in upgrade.held_fields(api.list(_kind_row(old, storage)), [""])]
+                if names:
+                    entry["held"].append({"crd": change["name"], "kind": kind, "versions": gone,
+                                          "objects": [{"name": n} for n in names]})
+
+
+def read_cluster(module, upgrades):
+    """The cluster's CRDs of the names the new charts ship and the deployed charts shipped, one GET each through the
+    same connection as helm's (a CRD the cluster lacks is left out), and the objects they leave behind (read_held)."""
+    shipped = set(upgrade.crd_name(c["object"]) for u in upgrades for c in u["crds"])
+    names = sorted(shipped.union(c["name"] for u in upgrades for c in u["previous_crds"]))
     if not names:
         return []
     try:
         api = Api(get_api_client(**dict((k, module.params.get(k)) for k in AUTH_KEYS)), [CRD_ROW])
-        return [crd for crd in (api.get(CRD_ROW, name) for name in names) if crd]
+        live = [crd for crd in (api.get(CRD_ROW, name) for name in names) if crd]
+        read_held(api, upgrades, live)
+        return live
+    except ValueError as exc:
+        module.fail_json(msg="Comparing the cluster's CRDs with the new charts' failed: %s" % exc)
     except CoreException as exc:
-        module.fail_json(msg="Reading the cluster's CRDs that the new charts ship: %s" % exc)
+        module.fail_json(msg="Reading the cluster's CRDs that the charts ship, and their objects: %s" % exc)
     except Exception as exc:  # the API client raises many types (connection, TLS, 401); all mean the same here
-        module.fail_json(msg="Reading the cluster's CRDs that the new charts ship failed: %s" % exc)
+        module.fail_json(msg="Reading the cluster's CRDs that the charts ship, and their objects, failed: %s" % exc)
 
 
 def main():
     spec = dict(HELM_AUTH_ARG_SPEC)
     spec.update(releases=dict(type="list", elements="dict", required=True, options=RELEASE_SPEC))
-    module = AnsibleHelmModule(argument_spec=spec, mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
-                               supports_check_mode=True)
+    module = HelmModule(argument_spec=spec, mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
+                        supports_check_mode=True)
     releases = module.params["releases"]
     try:
         for release in releases:
@@ -295,7 +362,8 @@ def main():
         upgrades = [read_release(run, release, workdir) for release in releases]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    module.exit_json(changed=False, upgrades=upgrades, live_crds=read_live_crds(module, upgrades), commands=run.commands)
+    live = read_cluster(module, upgrades)
+    module.exit_json(changed=False, upgrades=upgrades, live_crds=live, commands=run.commands)
 
 
 if __name__ == "__main__":

@@ -134,12 +134,11 @@ import tempfile
 
 from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
 from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common import (
     HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import HelmRunner
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import HelmModule, HelmRunner
 
 try:
     import yaml
@@ -176,8 +175,8 @@ def _values_file(module, values):
 
 
 def main():
-    module = AnsibleHelmModule(argument_spec=argument_spec(), mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
-                               supports_check_mode=True)
+    module = HelmModule(argument_spec=argument_spec(), mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
+                        supports_check_mode=True)
     params = module.params
     action, release, plan = params["action"], params["release"], params["plan"] or {}
     try:

@@ -152,11 +152,10 @@ commands:
 
 
 # kubernetes.core is a dependency of the collection (galaxy.yml): its helm pieces, as its helm modules use them.
-from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
 from ansible_collections.kubernetes.core.plugins.module_utils.helm_args_common import (
     HELM_AUTH_ARG_SPEC, HELM_AUTH_MUTUALLY_EXCLUSIVE)
 
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, checked_state
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, HelmModule, checked_state
 
 
 def argument_spec():
@@ -167,8 +166,8 @@ def argument_spec():
 
 
 def main():
-    module = AnsibleHelmModule(argument_spec=argument_spec(), mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
-                               supports_check_mode=True)
+    module = HelmModule(argument_spec=argument_spec(), mutually_exclusive=HELM_AUTH_MUTUALLY_EXCLUSIVE,
+                        supports_check_mode=True)
     plans, commands, stops = checked_state(module, module.params["releases"], module.params["recover"])
     if stops:
         module.fail_json(msg=" ".join(stops), plans=plans, commands=commands)

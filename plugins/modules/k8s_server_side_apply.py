@@ -84,8 +84,8 @@ options:
       - Names of CustomResourceDefinitions that something else created, such as a Helm chart's C(crds/), to wait
         for until they exist and are C(Established), outside check mode, before the first group is applied; so that
         the objects of their kinds can follow in the same task.
-      - One C(GET) each when it is Established already, then one every O(wait_sleep) seconds, up to O(wait_timeout)
-        each.
+      - One C(GET) each when it is Established already, else read again after a short pause that doubles up to
+        O(wait_sleep) seconds, up to O(wait_timeout) each.
     type: list
     elements: str
     default: []
@@ -94,7 +94,10 @@ options:
     type: int
     default: 300
   wait_sleep:
-    description: Seconds between two reads of an object that is not ready yet.
+    description:
+      - The longest pause, in seconds, between two reads of an object that is not ready yet. The first read comes
+        0.05 seconds after the apply's answer, and each pause doubles up to this one, so a CRD that is Established a
+        moment after it is applied costs no fixed wait.
     type: int
     default: 5
   read:
@@ -262,6 +265,12 @@ result:
           description: Whether the apply changed the object (in check mode, would change it); a new object counts
             as changed.
           type: bool
+        created:
+          description:
+            - Whether the apply created the object (in check mode, would create it), by the API's answers - the object
+              did not exist when read before the apply, or the server answered with another C(metadata.uid) than the
+              one read. An object that existed and was patched is not C(created), only C(changed).
+          type: bool
         method:
           description: Always C(apply).
           type: str
@@ -342,13 +351,12 @@ warnings:
 import json
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, reconcile, ssa
-from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, checked_state
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s.helm_cli import RELEASE_SPEC, HelmModule, checked_state
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.api import Api
 
 try:
@@ -389,7 +397,7 @@ def _releases(module):
     """The helm state of O(releases), read and decided as helm_releases does; a release left pending without
     recovery fails the task."""
     # kubernetes.core's helm pieces over this module: helm's binary, and the same connection as its environment.
-    plans, commands, stops = checked_state(AnsibleHelmModule(module=module._module), module.params["releases"],
+    plans, commands, stops = checked_state(HelmModule(module=module._module), module.params["releases"],
                                            module.params["recover"])
     if stops:
         module.fail_json(msg=" ".join(stops), helm={"plans": plans, "commands": commands})

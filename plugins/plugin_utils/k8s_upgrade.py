@@ -61,8 +61,11 @@ def upgrade_plan(upgrades, live):
     ``live_crds``).
 
     Returns ``releases``: per release, in order, ``layer``, ``name``, ``namespace``, ``from_version``,
-    ``to_version``, ``crds`` (``added`` names, ``changed``: crd_changes entries), ``applied`` (the names of the CRDs
-    of the chart's crds/ folder, which Helm never updates), ``values_renamed`` and ``values_defaults``; ``apply``:
+    ``to_version``, ``crds`` (``added`` and ``dropped`` names - a dropped CRD is one the deployed chart ships and
+    the new one does not, still in the cluster; ``deleted`` those of them that helm upgrade deletes -, ``changed``:
+    crd_changes entries), ``applied`` (the names of the
+    CRDs of the chart's crds/ folder, which Helm never updates), ``held`` (the live objects the new CRDs leave
+    behind, as helm_chart_upgrades names them), ``values_renamed`` and ``values_defaults``; ``apply``:
     those CRDs, applied server-side before the releases are upgraded; ``at_risk``: the CRDs whose update stops
     serving a version that status.storedVersions lists (``crd``, ``api_version`` and ``kind`` to list their objects
     by, ``new`` and the release), to be decided on (upgrade_refusals) once their objects are listed.
@@ -73,9 +76,13 @@ def upgrade_plan(upgrades, live):
         new = [c["object"] for c in entry.get("crds") or []]
         release = {"layer": entry.get("layer") or "", "name": entry["name"], "namespace": entry["namespace"],
                    "from_version": entry["from_version"], "to_version": entry["to_version"]}
-        changes = {"added": sorted(upgrade.crd_name(c) for c in new if upgrade.crd_name(c) not in current),
-                   "changed": [x for x in (upgrade.crd_changes(current[upgrade.crd_name(c)], c)
-                                           for c in new if upgrade.crd_name(c) in current) if x]}
+        # The cluster's CRDs of the names either chart ships: those only the deployed chart ships are dropped (Helm
+        # leaves them in place, with their objects).
+        previous = dict((c["name"], c) for c in entry.get("previous_crds") or [])
+        names = set(upgrade.crd_name(c) for c in new) | set(previous)
+        found = upgrade.crd_set_changes([current[n] for n in sorted(names) if n in current], new)
+        changes = {"added": found["added"], "dropped": found["removed"], "changed": found["changed"],
+                   "deleted": [n for n in found["removed"] if previous[n].get("deleted")]}
         for crd in new:
             live_crd = current.get(upgrade.crd_name(crd))
             if live_crd is None:
@@ -89,6 +96,7 @@ def upgrade_plan(upgrades, live):
         applied = [c["object"] for c in entry.get("crds") or [] if c.get("crds_dir")]
         out["apply"] += applied
         out["releases"].append(dict(release, crds=changes, applied=[upgrade.crd_name(c) for c in applied],
+                                    held=list(entry.get("held") or []),
                                     values_renamed=list(entry.get("values_renamed") or []),
                                     values_defaults=list(entry.get("values_defaults") or [])))
     return out
@@ -146,6 +154,24 @@ def upgrade_lines(plan, check=False):
                 parts.append("validation changed in %s: %s" % (version, ", ".join(sorted(paths))))
             lines.append("    CRD %s%s: %s" % (change["name"], " (applied server-side first)" if change["name"] in applied
                                                else "", "; ".join(parts)))
+        for name in crds.get("dropped") or []:
+            if name in (crds.get("deleted") or []):
+                lines.append("    CRD %s: no longer in the new chart, made by the templates of the deployed chart: helm upgrade "
+                             "deletes it, and every object of its kind with it" % name)
+            else:
+                lines.append("    CRD %s: no longer in the new chart; Helm leaves it and its objects in place (delete it "
+                             "once nothing uses it)" % name)
+        for held in entry.get("held") or []:
+            objects = held.get("objects") or []
+            what = "%d %s object%s" % (len(objects), held["kind"], "" if len(objects) == 1 else "s")
+            if held.get("versions"):
+                lines.append("    CRD %s: %s no longer served, and %s exist%s: %s" % (
+                    held["crd"], ", ".join(held["versions"]), what, "s" if len(objects) == 1 else "",
+                    ", ".join(o["name"] for o in objects)))
+            else:
+                lines.append("    CRD %s: %s hold%s fields that %s no longer has (the API server prunes them): %s" % (
+                    held["crd"], what, "s" if len(objects) == 1 else "", held["version"],
+                    "; ".join("%s (%s)" % (o["name"], ", ".join(o["fields"])) for o in objects)))
         for renamed in entry.get("values_renamed") or []:
             lines.append("    values key %s is set but the new chart no longer has it%s" % (
                 renamed["key"], " (now %s?)" % " or ".join(renamed["candidates"]) if renamed.get("candidates") else ""))

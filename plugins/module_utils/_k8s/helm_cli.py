@@ -4,18 +4,74 @@
 # (see LICENSE, LICENSES/ or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
 # Private to gpuops.platform, not a public API (may change in any release): helm runs of the collection's modules.
-"""helm run by a module over kubernetes.core's AnsibleHelmModule: its binary, its connection settings
-(kubeconfig, context, host, token, CA as environment variables, never on the command line), each command kept
-in order, each output read as JSON, each failure named with the command."""
+"""helm run by a module over kubernetes.core's AnsibleHelmModule (HelmModule: the kubeconfig read where it is, never
+copied): its binary, its connection settings (kubeconfig, context, host, token, CA as environment variables, never on
+the command line), each command kept in order, each output read as JSON, each failure named with the command."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import json
+import os
+
+try:
+    import yaml
+except ImportError:  # kubernetes.core's helm module reports the missing PyYAML first
+    yaml = None
+
+try:  # kubernetes.core 6.3+; before it, the kubeconfig option is no_log whole
+    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import extract_sensitive_values_from_kubeconfig
+except ImportError:
+    extract_sensitive_values_from_kubeconfig = None
+from ansible_collections.kubernetes.core.plugins.module_utils.helm import AnsibleHelmModule
+from ansible_collections.kubernetes.core.plugins.module_utils.version import LooseVersion
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import helm
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s.side_by_side import in_order
+
+# kubernetes.core's connection options and the helm environment variables that carry them (helm's own
+# HELM_KUBE* settings, documented by `helm --help`).
+HELM_SETTINGS = (("context", "HELM_KUBECONTEXT"), ("release_namespace", "HELM_NAMESPACE"), ("api_key", "HELM_KUBETOKEN"),
+                 ("host", "HELM_KUBEAPISERVER"), ("ca_cert", "HELM_KUBECAFILE"))
+
+
+class HelmModule(AnsibleHelmModule):
+    """kubernetes.core's AnsibleHelmModule whose helm runs read the kubeconfig where it is.
+
+    kubernetes.core (_prepare_helm_environment) reads a kubeconfig given as a path and writes a copy of it, token
+    and all, to a new file in $TMPDIR for helm, removed only when the module exits. The collection's kubeconfig (the
+    private one its token step writes, 0600 in a 0700 folder, or the operator's) is a file already: helm gets its
+    path (KUBECONFIG), and the other settings as helm's own environment variables, so no second copy of a credential
+    is ever written. kubernetes.core's way is kept where a file must be written: a kubeconfig given inline (a dict),
+    or a helm too old for HELM_KUBECAFILE (3.5) or HELM_KUBEINSECURE_SKIP_TLS_VERIFY (3.10) when those are set."""
+
+    def _prepare_helm_environment(self):
+        kubeconfig = self.params.get("kubeconfig")
+        params = dict((k, self.params.get(k)) for k in ("ca_cert", "validate_certs"))
+        old = None
+        if params["ca_cert"] or params["validate_certs"] is False:
+            old = LooseVersion(self.get_helm_version() or "0") < LooseVersion(
+                "3.10.0" if params["validate_certs"] is False else "3.5.0")
+        if (kubeconfig and not isinstance(kubeconfig, str)) or old or yaml is None:
+            return super(HelmModule, self)._prepare_helm_environment()
+        env = dict((name, self.params.get(option)) for option, name in HELM_SETTINGS if self.params.get(option))
+        if params["validate_certs"] is False:
+            env["HELM_KUBEINSECURE_SKIP_TLS_VERIFY"] = "true"
+        if kubeconfig:
+            path = os.path.expanduser(kubeconfig)
+            env["KUBECONFIG"] = path
+            # As kubernetes.core does: the kubeconfig's secrets are never shown, whatever helm prints. A file that
+            # cannot be read is left to helm, whose failure names it.
+            try:
+                with open(path) as handle:
+                    content = yaml.safe_load(handle)
+            except (IOError, OSError, yaml.YAMLError):
+                content = None
+            if isinstance(content, dict) and extract_sensitive_values_from_kubeconfig is not None:
+                self._module.no_log_values.update(extract_sensitive_values_from_kubeconfig(content))
+        return env
+
 
 # The argument spec of one release to read and decide on (k8s_helm_wanted's entries): helm_releases' and
 # k8s_server_side_apply's ``releases``.

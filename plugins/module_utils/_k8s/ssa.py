@@ -52,6 +52,10 @@ BOOKKEEPING = ("managedFields", "resourceVersion", "generation", "creationTimest
 SECRET_FIELDS = ("data", "stringData")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 HIDDEN, CHANGED = "<hidden>", "<hidden, changed>"
+# The first pause between two reads of an object that is not ready yet; each pause doubles, up to wait_sleep. A CRD
+# is Established a moment after it is created (its names accepted, its kind served): it is read again at once, not
+# after a fixed wait.
+FIRST_PAUSE = 0.05
 # RFC 7234 section 5.5 as the API server writes it: warn-code, warn-agent, quoted warn-text.
 WARNING = re.compile(r'([0-9]{3}) (\S+) "((?:[^"\\]|\\.)*)"')
 
@@ -194,6 +198,18 @@ def is_changed(before, after, dry_run):
     return _without_bookkeeping(before) != _without_bookkeeping(after)
 
 
+def was_created(before, after):
+    """Whether the apply created the object (or, in a dry run, would create it), by the API's own answers: it did not
+    exist before (the GET of the state before, or the ApplySet's list, answered 404), or the object answered is
+    another one than the one read before (metadata.uid: unique per object over the cluster's lifetime, so one
+    deleted and made again in between is a new one). An object that existed and was patched is never created,
+    whatever its timestamps say."""
+    if before is None:
+        return True
+    uid = ((before.get("metadata") or {}).get("uid"), ((after or {}).get("metadata") or {}).get("uid"))
+    return bool(uid[0] and uid[1] and uid[0] != uid[1])
+
+
 def _mask_values(mine, before):
     """A Secret's ``data`` or ``stringData`` with every value hidden: HIDDEN, or CHANGED where ``before`` (the other
     side's, None for the before side itself) differs, so that a diff shows which keys came, went or changed, never a
@@ -326,20 +342,29 @@ class Applier(object):
                 return None
             raise ApplyError("Reading %s failed (HTTP %s): %s" % (describe(obj), exc.status, exc.message))
 
+    def pauses(self):
+        """The pauses between two reads of an object that is not ready yet: FIRST_PAUSE, doubling up to wait_sleep."""
+        pause = min(FIRST_PAUSE, self.wait_sleep)
+        while True:
+            yield pause
+            pause = min(pause * 2, self.wait_sleep)
+
     def _wait(self, obj, path, after):
-        """Poll (GET every wait_sleep seconds) until ready; the PATCH's answer is looked at first, so a ready object costs no call."""
+        """Poll until ready, with a short pause that doubles up to wait_sleep (pauses); the PATCH's answer is looked
+        at first, so a ready object costs no call."""
         deadline = self._clock() + self.wait_timeout
+        pauses = self.pauses()
         while not self._ready(after):
             if self._clock() >= deadline:
                 raise ApplyError("%s was applied but is not ready after %s seconds (wait_timeout)"
                                  % (describe(obj), self.wait_timeout))
-            self._sleep(self.wait_sleep)
+            self._sleep(next(pauses))
             after = self._before(obj, path) or after
         return after
 
     def wait_established(self, names):
         """Wait (outside a dry run) until each named CustomResourceDefinition exists and is Established: one GET
-        each when it is, then one every wait_sleep seconds, up to wait_timeout each. These are the CRDs that
+        each when it is, then one after each pause (pauses: short at first, up to wait_sleep), up to wait_timeout each. These are the CRDs that
         something other than this run's applies made, such as a Helm chart's."""
         if self.dry_run or not names:
             return
@@ -348,6 +373,7 @@ class Applier(object):
             deadline = self._clock() + self.wait_timeout
             obj = {"apiVersion": CRD_API, "kind": CRD_KIND, "metadata": {"name": name}}
             path = object_path(entry, obj)
+            pauses = self.pauses()
             while True:
                 live = self._before(obj, path)
                 if live is not None and self._ready(live):
@@ -357,7 +383,7 @@ class Applier(object):
                                      "it, and the API server's log" % (
                                          describe(obj), "not Established" if live else "still missing",
                                          self.wait_timeout))
-                self._sleep(self.wait_sleep)
+                self._sleep(next(pauses))
 
     def _target(self, obj):
         """``(path, key)`` of one definition: where it is applied, and its key among the known states before."""
@@ -401,7 +427,7 @@ class Applier(object):
         changed = is_changed(before, after, self.dry_run)
         if wait and not self.dry_run:
             after = self._wait(obj, path, after)
-        result = {"changed": changed, "method": "apply", "result": after}
+        result = {"changed": changed, "method": "apply", "result": after, "created": was_created(before, after)}
         if self.diff:
             result["diff"] = object_diff(before, after) if changed else {}
             if changed:

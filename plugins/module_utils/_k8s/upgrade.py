@@ -16,6 +16,7 @@
   for keys the inventory does not set.
 - stored_version_refusal: a CRD update that would remove a served version in
   which objects may still be stored (``status.storedVersions``), naming them.
+- held_fields: the objects that hold a value at fields a CRD update removes.
 
 Paths are dotted; ``[]`` stands for the items of a list, ``*`` for the values
 of a map (additionalProperties) and ``[name]`` for the entry of a list of maps
@@ -308,6 +309,34 @@ def stored_version_refusal(live, new, objects):
                ", ".join(names), storage_version(new) or "the new storage version", ", ".join(gone), ", ".join(gone)))
 
 
+def _path_steps(path):
+    """A schema_fields path as steps: names, ``[]`` (every item of a list) and ``*`` (every value of a map)."""
+    return re.findall(r"\[\]|[^.\[\]]+", path)
+
+
+def _holds(value, steps):
+    """Whether ``value`` has something (not null) at ``steps``."""
+    if not steps:
+        return value is not None
+    step, rest = steps[0], steps[1:]
+    if step == "[]":
+        return isinstance(value, list) and any(_holds(item, rest) for item in value)
+    if step == "*":
+        return isinstance(value, Mapping) and any(_holds(item, rest) for item in value.values())
+    return isinstance(value, Mapping) and step in value and _holds(value[step], rest)
+
+
+def held_fields(objects, paths):
+    """The objects (as the API lists them) that hold a value at any of ``paths`` (crd_changes' ``fields_removed`` of
+    one version): ``[{"name": "namespace/name", "fields": [paths it holds]}]``, by name."""
+    out = []
+    for obj in objects or []:
+        held = [path for path in paths or [] if _holds(obj, _path_steps(path))]
+        if held:
+            out.append({"name": _object_name(obj), "fields": held})
+    return sorted(out, key=lambda entry: entry["name"])
+
+
 # --- what helm prints about the deployed and the new chart ---------------------
 
 # `helm get all --template` data is the release; Go's text/template has no JSON function (no sprig there), so the
@@ -334,6 +363,15 @@ def chart_args(release):
     elif source != "oci":
         raise ValueError("Helm release %s: unknown chart source %r (path, oci or repo)" % (release.get("name"), source))
     return args
+
+
+# `helm get all --template`: the deployed release's manifest, then each file of its chart's crds/ folder (Helm keeps
+# the chart's files, crds/ among them, in the release) under the `# Source:` line `helm template` would give it, so
+# that rendered_crds reads the CRDs the deployed chart ships as it reads the new chart's. Built-in functions only;
+# one line (the line breaks are the template's own \n escapes).
+DEPLOYED_CRDS_TEMPLATE = "".join([
+    '{{ .Release.Manifest }}{{ range .Release.Chart.Files }}{{ if eq (printf "%.5s" .Name) "crds/" }}',
+    '{{ printf "\\n---\\n# Source: %s/%s\\n%s\\n" $.Release.Chart.Metadata.Name .Name .Data }}{{ end }}{{ end }}'])
 
 
 def deployed_version(listed_chart, chart=""):
@@ -363,6 +401,18 @@ def rendered_crds(text, load):
             out.append((obj, path.split("/", 1)[-1].startswith("crds/")))
         path = ""
     return out
+
+
+def shipped_crds(rendered):
+    """The CRDs a chart ships (rendered_crds' pairs), by name: ``[{"name", "deleted"}]``, ``deleted`` telling whether
+    ``helm upgrade`` deletes the CRD (and with it every object of its kind) once the next chart no longer ships it:
+    Helm deletes what the release's manifest has and the new one lacks - a CRD of the chart's templates - unless the
+    manifest annotates it ``helm.sh/resource-policy: keep``; it never touches a CRD of the crds/ folder."""
+    out = {}
+    for crd, crds_dir in rendered:
+        annotations = (crd.get("metadata") or {}).get("annotations") or {}
+        out[crd_name(crd)] = not crds_dir and annotations.get("helm.sh/resource-policy") != "keep"
+    return [{"name": name, "deleted": out[name]} for name in sorted(out)]
 
 
 def merged_values(base, over):

@@ -130,11 +130,29 @@ def layer(name, spec, chart_path, version, objects=True):
                           "wait": False}]}
 
 
+def watched_helm(folder, real, tmpdir):
+    """A helm wrapper that, before each run of the real one, logs the KUBECONFIG it was given and every file in
+    ``tmpdir`` (the runs' TMPDIR) that holds the token: to prove helm reads the collection's own kubeconfig, with no
+    copy of it anywhere."""
+    folder.mkdir()
+    log = folder / "seen.log"
+    (folder / "helm").write_text(
+        '#!/bin/sh\nprintf "KUBECONFIG=%%s\\n" "$KUBECONFIG" >> "%s"\n'
+        'grep -rl -- "%s" "%s" 2>/dev/null | sed "s/^/HOLDS /" >> "%s"\nexec "%s" "$@"\n'
+        % (log, TOKEN, tmpdir, log, real))
+    (folder / "helm").chmod(0o755)
+    return log
+
+
 class Runner:
-    """ansible-playbook of PLAY against one fake API server, the real helm first on PATH."""
+    """ansible-playbook of PLAY against one fake API server, the real helm first on PATH (behind watched_helm), with
+    a TMPDIR of its own."""
 
     def __init__(self, workdir, api, collections, helm_dir):
         self.workdir, self.api = workdir, api
+        self.tmpdir = workdir / "tmp"
+        self.tmpdir.mkdir()
+        self.seen = watched_helm(workdir / "helm-watch", helm_dir / "helm", self.tmpdir)
         kubeconfig = workdir / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "t",
@@ -147,7 +165,8 @@ class Runner:
                         ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
                         ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(collections), str(ROOT / "collections")]),
                         ANSIBLE_ROLES_PATH=str(ROOT / "roles"), HOME=str(workdir),
-                        PATH=os.pathsep.join([str(helm_dir), str(bindir), os.environ.get("PATH", "")]))
+                        TMPDIR=str(self.tmpdir),
+                        PATH=os.pathsep.join([str(self.seen.parent), str(bindir), os.environ.get("PATH", "")]))
         for var in ("K8S_AUTH_HOST", "K8S_AUTH_KUBECONFIG", "K8S_AUTH_API_KEY", "HELM_DRIVER"):
             self.env.pop(var, None)
         self.kubeconfig = str(kubeconfig)
@@ -202,6 +221,9 @@ def fleet_of_charts(tmp_path_factory, shared_reference, installed_collection, he
                                    spec["old"]),
                        build_chart(work / "charts" / "new" / spec["chart"], shared_reference / name, spec, spec["new"]))
     with FakeAPIServer() as api:
+        # One second of the server's clock for the whole module (metav1.Time has seconds): each object's creation and
+        # its later patches carry the same timestamps, so nothing but the API's answers can tell created from patched.
+        api.now = lambda: "2026-11-28T12:00:00Z"
         for spec in CHARTS.values():
             api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec["namespace"]}})
         run = Runner(work, api, installed_collection, helm_dir)
@@ -319,6 +341,34 @@ def test_the_summary_names_the_upgrade_its_crd_changes_and_values(upgraded):
         assert "CRD " not in text
 
 
+def test_an_object_the_upgrade_only_patched_is_changed_not_created(upgraded):
+    """The layer's object existed (same uid) and the upgrade run patched it (the new CRD keeps its new field): the
+    summary counts it as changed, never created."""
+    spec, api = upgraded["spec"], upgraded["api"]
+    now = live(api, spec["object"])
+    assert now["metadata"]["uid"] == upgraded["installed"]["metadata"]["uid"]
+    line = [x for x in summary(upgraded["second"]).splitlines() if " %s: 1 objects" % upgraded["name"].replace("-", "_") in x]
+    assert len(line) == 1, summary(upgraded["second"])[:3000]
+    assert "created" not in line[0], line[0]
+    if spec.get("known_before"):
+        assert "(objects: 1 unchanged)" in line[0], line[0]
+    else:
+        assert "(objects: 1 changed)" in line[0], line[0]
+
+
+def test_helm_reads_the_collections_kubeconfig_and_no_copy_of_the_token_is_written(fleet_of_charts):
+    """kubernetes.core's helm modules copy a kubeconfig given by path, token included, into a new file in $TMPDIR for
+    each module run; the collection's helm runs (the state read, the chart upgrades' reads, the upgrades) are given
+    the kubeconfig itself. Checked while each helm runs, and after the runs."""
+    run = fleet_of_charts["run"]
+    seen = run.seen.read_text().splitlines()
+    assert len(seen) > 8, seen
+    assert [line for line in seen if line.startswith("HOLDS ")] == []
+    assert sorted(set(seen)) == ["KUBECONFIG=%s" % run.kubeconfig]
+    holding = [str(p) for p in run.tmpdir.rglob("*") if p.is_file() and TOKEN in p.read_text(errors="replace")]
+    assert holding == []
+
+
 @pytest.fixture(scope="module")
 def again(fleet_of_charts):
     """A second run that wants the current charts, once: its output, and the objects it changed."""
@@ -340,7 +390,8 @@ def test_a_downgrade_that_stops_serving_a_stored_version_is_refused_before_any_c
         fleet_of_charts, again, shared_reference, tmp_path):
     """Back to a Kueue chart whose ClusterQueue CRD serves v1beta1 alone, while the cluster lists v1beta2 in
     status.storedVersions and team-a exists: the run stops before any change, naming the CRD, the version and the
-    object, and the release stays at the current chart."""
+    object, and the release stays at the current chart. The layer also brings a new tenant's namespace: it is not
+    created either, since the refusal is decided before the first write (no PATCH, POST, PUT or DELETE at all)."""
     api, built = fleet_of_charts["api"], fleet_of_charts["built"]
     older = tmp_path / "kueue-older"
     (older / "chart").mkdir(parents=True)
@@ -354,11 +405,56 @@ def test_a_downgrade_that_stops_serving_a_stored_version_is_refused_before_any_c
     chart = build_chart(tmp_path / "charts" / "kueue", older, CHARTS["kueue"], "0.8.4")
     layers = [layer(n, CHARTS[n], built[n][1], CHARTS[n]["new"]) if n != "kueue" else layer(n, CHARTS[n], chart, "0.8.4")
               for n in sorted(CHARTS)]
+    kueue = [entry for entry in layers if entry["layer"] == "kueue"][0]
+    kueue["objects"] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-new"}}] + kueue["objects"]
     before = copy.deepcopy(api.objects)
+    start = len(api.requests)
     rc, output = fleet_of_charts["run"](layers, "downgrade")
     assert rc != 0, output[-4000:]
     text = " ".join(output.split())
     assert ("CRD clusterqueues.kueue.x-k8s.io: the new chart no longer serves v1beta2, which status.storedVersions "
             "lists (v1beta2), and 1 ClusterQueue object may be stored in it: team-a.") in text, output[-4000:]
     assert [k for k in set(api.objects) | set(before) if api.objects.get(k) != before.get(k)] == []
+    assert [r for r in api.requests[start:] if r[0] != "GET"] == []
+    assert api.get("Namespace", "team-new") is None
     assert helm_chart(api, CHARTS["kueue"]) == ("deployed", CHARTS["kueue"]["new"])
+
+
+def reference_without(tmp_path, shared_reference, name, source, dropped):
+    """A copy of a chart's reference data (``source``: its folder under shared/reference) without one CRD file."""
+    copy_ = tmp_path / ("%s-without" % name)
+    shutil.copytree(str(shared_reference / source / "chart"), str(copy_ / "chart"))
+    shutil.copytree(str(shared_reference / source / "crds"), str(copy_ / "crds"))
+    (copy_ / "crds" / dropped).unlink()
+    return copy_
+
+
+def test_a_chart_change_names_the_crds_it_drops_and_the_objects_holding_fields_it_drops(
+        fleet_of_charts, again, shared_reference, tmp_path):
+    """Planned (--check, nothing written): Volcano back to 1.14.4 without its HyperNode CRD, whose Job CRD no longer
+    has spec.tasks[].template.spec.workloadRef that gang holds; KubeRay to a chart without its RayService CRD. The
+    summary names both dropped CRDs (Helm deletes Volcano's, made by its templates, and leaves KubeRay's crds/ one)
+    and gang with the field it holds."""
+    api, built = fleet_of_charts["api"], fleet_of_charts["built"]
+    volcano = build_chart(tmp_path / "charts" / "volcano", reference_without(
+        tmp_path, shared_reference, "volcano", "volcano/previous", "topology.volcano.sh_hypernodes.yaml"),
+        CHARTS["volcano"], CHARTS["volcano"]["old"])
+    kuberay = build_chart(tmp_path / "charts" / "kuberay", reference_without(
+        tmp_path, shared_reference, "kuberay", "kuberay", "ray.io_rayservices.yaml"), CHARTS["kuberay"], "1.7.1")
+    wanted = {"volcano": (volcano, CHARTS["volcano"]["old"]), "kuberay": (kuberay, "1.7.1")}
+    layers = [layer(n, CHARTS[n], *(wanted.get(n) or (built[n][1], CHARTS[n]["new"]))) for n in sorted(CHARTS)]
+    start, before = len(api.requests), copy.deepcopy(api.objects)
+    rc, output = fleet_of_charts["run"](layers, "drops", ["--check"])
+    assert rc == 0, output[-4000:]
+    assert [r for r in api.requests[start:] if r[0] != "GET" and r[2].get("dryRun") != ["All"]] == []
+    assert [k for k in set(api.objects) | set(before) if api.objects.get(k) != before.get(k)] == []
+    text = " ".join(summary(output).split())
+    assert ("CRD hypernodes.topology.volcano.sh: no longer in the new chart, made by the templates of the deployed chart: "
+            "helm upgrade deletes it, and every object of its kind with it") in text, text[:4000]
+    assert ("CRD jobs.batch.volcano.sh: 1 Job object holds fields that v1alpha1 no longer has (the API server prunes "
+            "them): volcano-system/gang (spec.tasks[].template.spec.workloadRef)") in text, text[:4000]
+    assert ("CRD rayservices.ray.io: no longer in the new chart; Helm leaves it and its objects in place (delete it "
+            "once nothing uses it)") in text, text[:4000]
+    # Neither chart moved: the CRDs are all there.
+    assert api.get("CustomResourceDefinition", "hypernodes.topology.volcano.sh") is not None
+    assert helm_chart(api, CHARTS["volcano"]) == ("deployed", CHARTS["volcano"]["new"])

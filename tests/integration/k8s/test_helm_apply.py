@@ -114,8 +114,8 @@ def test_first_apply_no_op_and_upgrade_print_no_warning_and_run_one_helm_command
         upgraded = apply(tmp_path, api, "upgrade", helm, [release(two, "0.2.0")], installed_collection, args=["--diff"])
         assert noise(upgraded.output) == [], noise(upgraded.output)
         # A new chart version is planned first (helm_chart_upgrades: the new chart's CRDs, both charts' values, the
-        # release's values), then one upgrade.
-        assert verbs(helm) == ["list", "template", "show", "get all", "get values", "upgrade"]
+        # release's values, the deployed chart's CRDs), then one upgrade.
+        assert verbs(helm) == ["list", "template", "show", "get all", "get values", "get all", "upgrade"]
         assert api.get("ConfigMap", "demo-settings", NS)["data"] == {"greeting": "hi", "chart": "0.2.0"}
         assert (status(api, 1), status(api, 2)) == ("superseded", "deployed")
         # The diff of the upgrade: the release's status and chart version, never its values.

@@ -9,6 +9,7 @@ API server models it (see fake_apiserver's docstring and test_fake_apiserver.py)
 - warnings (https://kubernetes.io/blog/2020/09/03/warnings/): a deprecated version draws a `Warning` header;
 - CustomResourceDefinition: its kind is served once the CRD is Established.
 """
+import time
 from unittest import mock
 
 import pytest
@@ -111,6 +112,23 @@ def test_a_no_op_reads_each_object_once_patches_it_once_and_changes_nothing():
         discovery = [p for m, p, q, c in api.requests[start:] if (m, p, q) not in calls]
         assert discovery == ["/apis/example.com/v1"], discovery
         assert api.warnings == []
+
+
+def test_a_new_crd_is_read_again_at_once_not_after_a_fixed_wait():
+    """A CRD is Established a moment after it is created (CustomResourceDefinition status, conditions): with the
+    default wait_sleep of 5 s, a CRD Established 0.3 s after its apply is waited for well under a second, not 5 s."""
+    with FakeAPIServer() as api:
+        api.crd_delay = 0.3
+        started = time.monotonic()
+        done = run(api, groups=[{"objects": [CRD], "wait": True}], wait_sleep=5)
+        took = time.monotonic() - started
+        assert done.get("failed") is None, done
+        assert {"type": "Established", "status": "True"} in [
+            dict(type=c["type"], status=c["status"]) for c in done["result"]["results"][0]["result"]["status"]["conditions"]]
+        assert took < 2.5, took
+        reads = [r for r in api.requests if r[0] == "GET" and r[1].endswith("/widgets.example.com")]
+        # The state before, then a few reads while it settles.
+        assert 2 <= len(reads) <= 8, reads
 
 
 def test_check_mode_dry_runs_every_patch_and_writes_nothing():

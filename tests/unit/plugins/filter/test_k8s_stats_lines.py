@@ -101,6 +101,19 @@ def test_a_diff_decides_over_the_timestamps():
     assert k8s_apply_report([item])["changed"] == ["ConfigMap team-a/c"]
 
 
+def test_the_applys_own_created_decides_over_diff_and_timestamps():
+    # k8s_server_side_apply says whether it created the object (the API's answers): a patched object stamped in the
+    # second it was created, or whose diff has an empty before, is changed; a created one is created.
+    patched = _stamped("RayCluster", "demo", "2026-11-25T10:00:00Z", [("gpuops-platform", "Apply", "2026-11-25T10:00:00Z")])
+    patched["created"] = False
+    added = _item("ConfigMap", "d", True, "team-a", diff={"before": {}, "after": {"data": {"a": "1"}}})
+    added["created"] = False
+    made = dict(_item("ConfigMap", "e", True, "team-a"), created=True)
+    report = k8s_apply_report([{"changed": True, "result": {"results": [patched, added, made]}}])
+    assert report["created"] == ["ConfigMap team-a/e"]
+    assert report["changed"] == ["RayCluster team-a/demo", "ConfigMap team-a/d"]
+
+
 def test_summary_counts_objects_per_layer_and_lists_them_only_under_diff():
     layer = {"name": "gpu_tenants", "order": 80, "objects": 4, "releases": [], "changed": True,
              "report": k8s_apply_report([NAMESPACE, OBJECTS])}

@@ -140,6 +140,35 @@ def test_a_crd_update_that_stops_serving_a_stored_version_is_at_risk_and_refused
         f.k8s_upgrade_refusals(plan_, live(old), {"results": []})
 
 
+def test_a_crd_the_new_chart_drops_and_the_objects_left_behind_are_named():
+    # The deployed chart shipped c.example.com (still in the cluster) and d.example.com (gone already); the new one
+    # ships neither. helm_chart_upgrades named the objects holding a field a version drops, and those of a version
+    # no longer served.
+    entry = upgrades([(crd("a.example.com"), True)])[0]
+    entry["previous_crds"] = [{"name": "a.example.com", "deleted": False}, {"name": "c.example.com", "deleted": False},
+                              {"name": "d.example.com", "deleted": False}, {"name": "e.example.com", "deleted": True}]
+    entry["held"] = [{"crd": "a.example.com", "kind": "Widget", "version": "v1", "fields": ["spec.size"],
+                      "objects": [{"name": "ns/w", "fields": ["spec.size"]}, {"name": "ns/x", "fields": ["spec.size"]}]},
+                     {"crd": "a.example.com", "kind": "Widget", "versions": ["v1beta1"], "objects": [{"name": "ns/w"}]}]
+    plan_ = f.k8s_upgrade_plan([entry], live(crd("a.example.com", stored=["v1"]), crd("c.example.com"),
+                                             crd("e.example.com")))
+    release_ = plan_["releases"][0]
+    assert release_["crds"]["dropped"] == ["c.example.com", "e.example.com"] and release_["crds"]["added"] == []
+    assert release_["crds"]["deleted"] == ["e.example.com"]
+    assert release_["held"] == entry["held"]
+    lines = k8s_upgrade.upgrade_lines(plan_["releases"])
+    assert "    CRD c.example.com: no longer in the new chart; Helm leaves it and its objects in place (delete it once " \
+           "nothing uses it)" in lines
+    assert "    CRD e.example.com: no longer in the new chart, made by the templates of the deployed chart: helm upgrade " \
+           "deletes it, and every object of its kind with it" in lines
+    assert "    CRD a.example.com: 2 Widget objects hold fields that v1 no longer has (the API server prunes them): " \
+           "ns/w (spec.size); ns/x (spec.size)" in lines
+    assert "    CRD a.example.com: v1beta1 no longer served, and 1 Widget object exists: ns/w" in lines
+    # Without the deployed chart's CRDs (an older module result), nothing is dropped.
+    del entry["previous_crds"]
+    assert f.k8s_upgrade_plan([entry], live(crd("c.example.com")))["releases"][0]["crds"]["dropped"] == []
+
+
 def test_a_sensitive_release_shows_the_keys_of_changed_defaults_only():
     plan_ = f.k8s_upgrade_plan(upgrades([]), live())
     plan_["releases"][0]["values_defaults"] = [{"key": "gate"}]

@@ -77,12 +77,25 @@ def test_a_no_op_is_one_get_and_one_patch_per_object_and_unchanged():
     changed, results = applier(server).apply_groups([{"objects": [cm("a", x="1")]}])
     assert server.methods() == [("GET", "/api/v1/namespaces/team-a/configmaps/a"),
                                 ("PATCH", "/api/v1/namespaces/team-a/configmaps/a")]
-    assert changed is False and results == [{"changed": False, "method": "apply", "result": live}]
+    assert changed is False and results == [{"changed": False, "method": "apply", "result": live, "created": False}]
     # The apply PATCH of the Server-Side Apply reference: apply-patch+yaml, our field manager, no force, no dry run.
     method, path, query, body, ctype = server.calls[1]
     assert ctype == "application/apply-patch+yaml"
     assert query == [("fieldManager", "gpuops-platform")]
     assert body == cm("a", x="1")
+
+
+def test_created_is_told_by_the_state_before_and_the_uid_never_by_timestamps():
+    # An object read before (same uid) and patched is not created, even stamped in the same second as its creation;
+    # one that was absent (404) is, and so is one the server answers with another uid (deleted and made again).
+    before = stored(cm("a", x="1"))
+    patched = stored(cm("a", x="2"), rv="8")
+    renewed = stored(cm("a", x="2"), rv="9")
+    renewed["metadata"]["uid"] = "u-2"
+    server = Server({("GET", cm_path("a")): [(before,), None, (before,)],
+                     ("PATCH", cm_path("a")): [(patched,), (patched,), (renewed,)]})
+    results = [applier(server).apply_groups([{"objects": [cm("a", x="2")]}])[1][0] for _ in range(3)]
+    assert [(r["changed"], r["created"]) for r in results] == [(True, False), (True, True), (True, True)]
 
 
 def cm_path(name):
@@ -409,7 +422,22 @@ def test_crds_a_chart_made_are_waited_for_until_they_exist_and_are_established()
     waiter = ssa.Applier(server, ssa.Resources(server, TABLE), "gpuops-platform", wait_sleep=3, sleep=slept.append)
     waiter.wait_established(["widgets.example.com", "gadgets.example.com"])
     assert server.methods() == [("GET", PATH)] * 3 + [("GET", other)]
-    assert slept == [3, 3]
+    # A short pause first, doubled for the next one: no fixed wait before a CRD that is Established at once.
+    assert slept == [0.05, 0.1]
+
+
+def test_the_pauses_between_reads_start_short_and_double_up_to_wait_sleep():
+    # A CRD applied and waited for: the PATCH's answer is not Established yet, the reads after it are spaced by
+    # doubling pauses from 0.05 s, never longer than wait_sleep; each wait starts short again.
+    answers = [(crd([]),)] * 9 + [(crd(ESTABLISHED),)]
+    server = Server({("PATCH", PATH): [(crd([], rv="5"),), (crd([], rv="6"),)], ("GET", PATH): [None] + answers + answers})
+    slept = []
+    waiter = ssa.Applier(server, ssa.Resources(server, TABLE), "gpuops-platform", wait_sleep=2, sleep=slept.append)
+    waiter.apply_groups([{"objects": [crd()], "wait": True}])
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2, 2, 2, 2]
+    slept[:] = []
+    waiter.wait_established(["widgets.example.com"])
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2, 2, 2]
 
 
 def test_waiting_for_a_charts_crd_fails_naming_it_and_never_reads_in_check_mode():

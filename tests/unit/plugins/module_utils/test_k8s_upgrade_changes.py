@@ -140,6 +140,30 @@ def test_a_crd_the_new_chart_adds_or_drops_is_named():
     assert got == {"added": ["c.example.com"], "removed": ["a.example.com"], "changed": []}
 
 
+def test_the_objects_holding_a_removed_field_are_named_with_the_fields():
+    objects = [
+        {"metadata": {"name": "gang", "namespace": "v"},
+         "spec": {"tasks": [{"template": {"spec": {}}}, {"template": {"spec": {"workloadRef": {"name": "w"}}}}]}},
+        {"metadata": {"name": "plain", "namespace": "v"}, "spec": {"tasks": [{"template": {"spec": {}}}]}},
+        {"metadata": {"name": "labels"}, "spec": {"selector": {"a": {"deprecated": 1}}, "size": None}},
+    ]
+    got = u.held_fields(objects, ["spec.tasks[].template.spec.workloadRef", "spec.selector.*.deprecated", "spec.size"])
+    # A null is no value (the API server drops nulls of a custom resource).
+    assert got == [{"name": "labels", "fields": ["spec.selector.*.deprecated"]},
+                   {"name": "v/gang", "fields": ["spec.tasks[].template.spec.workloadRef"]}]
+    assert u.held_fields(objects, []) == [] and u.held_fields([], ["spec"]) == []
+    # The root is held by every object.
+    assert [h["name"] for h in u.held_fields(objects, [""])] == ["labels", "v/gang", "v/plain"]
+
+
+def test_the_crds_a_chart_ships_say_whether_helm_upgrade_deletes_them_once_dropped():
+    kept = _crd("k.example.com")
+    kept["metadata"]["annotations"] = {"helm.sh/resource-policy": "keep"}
+    got = u.shipped_crds([(_crd("a.example.com"), True), (_crd("t.example.com"), False), (kept, False)])
+    assert got == [{"name": "a.example.com", "deleted": False}, {"name": "k.example.com", "deleted": False},
+                   {"name": "t.example.com", "deleted": True}]
+
+
 def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="the new CRD is not a CustomResourceDefinition"):
         u.crd_changes(_crd(), {"kind": "ConfigMap"})

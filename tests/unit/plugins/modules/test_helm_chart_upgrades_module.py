@@ -1,5 +1,6 @@
 """The helm_chart_upgrades module on what a fake helm prints: the commands it runs (the values only in a private
 file), what it returns, and a failing helm named without the values."""
+import copy
 import json
 from unittest import mock
 
@@ -11,6 +12,7 @@ from support.module_args import ExitJson, FailJson, patch_module_args
 from ansible.module_utils import basic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError
+from ansible_collections.gpuops.platform.plugins.module_utils._k8s import upgrade
 from ansible_collections.gpuops.platform.plugins.modules import helm_chart_upgrades
 
 pytestmark = pytest.mark.usefixtures("module_exits")
@@ -30,6 +32,9 @@ NEW = {"metrics": {"serviceMonitor": {"additionalLabels": {}}}, "gate": True}
 class FakeHelm:
     def __init__(self, broken=None):
         self.calls, self.values, self.broken = [], [], broken or {}
+        # The deployed release's manifest and crds/ files, as DEPLOYED_CRDS_TEMPLATE prints them.
+        self.template = CRD  # the new chart's CRD
+        self.deployed = "---\n# Source: kuberay-operator/crds/ray.io_rayclusters.yaml\n" + yaml.safe_dump(CRD)
 
     def __call__(self, module, args, **kwargs):
         argv = list(args)[1:]
@@ -39,9 +44,11 @@ class FakeHelm:
         if argv[0] == "template":
             with open(argv[argv.index("--values") + 1]) as handle:
                 self.values.append(json.load(handle))
-            return 0, "---\n# Source: kuberay-operator/crds/ray.io_rayclusters.yaml\n---\n" + yaml.safe_dump(CRD), ""
+            return 0, "---\n# Source: kuberay-operator/crds/ray.io_rayclusters.yaml\n---\n" + yaml.safe_dump(self.template), ""
         if argv[:2] == ["show", "values"]:
             return 0, yaml.safe_dump(NEW), ""
+        if argv[:2] == ["get", "all"] and argv[-1] == upgrade.DEPLOYED_CRDS_TEMPLATE:
+            return 0, self.deployed, ""
         if argv[:2] == ["get", "all"]:
             return 0, json.dumps(OLD), ""
         if argv[:2] == ["get", "values"]:
@@ -53,8 +60,9 @@ class FakeApi:
     """kubernetes.core's client as the module's Api uses it (client.client.request by path); a missing object is
     kubernetes' NotFoundError, as the dynamic client raises it for a 404."""
 
-    def __init__(self, objects=None, down=False):
+    def __init__(self, objects=None, down=False, lists=None):
         self.objects, self.down, self.requests, self.auth = dict(objects or {}), down, [], None
+        self.lists = dict(lists or {})  # LIST answers (their items) by path
         self.client = self
 
     def connect(self, **auth):
@@ -65,6 +73,8 @@ class FakeApi:
         self.requests.append((method, path))
         if self.down:
             raise ConnectionRefusedError("[Errno 111] Connection refused")
+        if path in self.lists:
+            return {"items": json.loads(json.dumps(self.lists[path]))}
         if path not in self.objects:
             raise NotFoundError(ApiException(status=404, reason="Not Found"))
         return json.loads(json.dumps(self.objects[path]))
@@ -103,7 +113,7 @@ def test_the_clusters_crds_of_the_new_charts_names_are_read_through_the_same_con
 
 def test_an_unreachable_api_fails_naming_the_step():
     ok, result = run(FakeHelm(), api=FakeApi(down=True))
-    assert not ok and "Reading the cluster's CRDs that the new charts ship failed" in result["msg"]
+    assert not ok and "Reading the cluster's CRDs that the charts ship, and their objects, failed" in result["msg"]
     assert "Connection refused" in result["msg"] and MARKER not in json.dumps(result)
 
 
@@ -112,7 +122,7 @@ def test_reads_the_new_chart_and_the_deployed_one_and_keeps_the_values_out_of_th
     ok, result = run(helm)
     assert ok and result["changed"] is False
     assert [c[:2] for c in helm.calls] == [["template", "kuberay-operator"], ["show", "values"], ["get", "all"],
-                                           ["get", "values"]]
+                                           ["get", "values"], ["get", "all"]]
     assert helm.calls[0][helm.calls[0].index("--include-crds") - 1] == "https://charts.example/"
     assert helm.values == [RELEASE["values"]]  # the values reached helm through a file
     entry = result["upgrades"][0]
@@ -136,3 +146,42 @@ def test_a_bad_release_is_refused_before_helm_runs():
     helm = FakeHelm()
     ok, result = run(helm, [dict(RELEASE, name="Bad|Name")])
     assert not ok and "Helm release name 'Bad|Name' is invalid" in result["msg"] and helm.calls == []
+
+
+def test_the_crds_the_deployed_chart_ships_and_the_new_one_drops_are_read_and_named():
+    # The deployed chart shipped rayjobs.ray.io too (from its templates): it is read from the cluster with the new
+    # chart's CRDs, and the upgrade names it.
+    helm = FakeHelm()
+    jobs = dict(CRD, metadata={"name": "rayjobs.ray.io"}, spec=dict(CRD["spec"], names={"plural": "rayjobs", "kind": "RayJob"}))
+    helm.deployed += "---\n# Source: kuberay-operator/templates/rayjobs.yaml\n" + yaml.safe_dump(jobs)
+    jobs_path = CRD_PATH.replace("rayclusters", "rayjobs")
+    api = FakeApi({CRD_PATH: LIVE, jobs_path: dict(jobs, status={"storedVersions": ["v1"]})})
+    ok, result = run(helm, api=api)
+    assert ok and result["upgrades"][0]["previous_crds"] == [{"name": "rayclusters.ray.io", "deleted": False},
+                                                             {"name": "rayjobs.ray.io", "deleted": True}]
+    assert sorted(c["metadata"]["name"] for c in result["live_crds"]) == ["rayclusters.ray.io", "rayjobs.ray.io"]
+    assert result["upgrades"][0]["held"] == []
+    assert result["commands"][-1][-1] == "<the deployed chart's CRDs>"
+
+
+def test_the_objects_holding_a_field_the_new_crd_drops_are_listed_and_named():
+    # The live CRD has spec.size in v1, the new chart's does not: the RayClusters are listed through v1 and those
+    # holding spec.size are named; one LIST, and none when no field or version goes.
+    live = copy.deepcopy(LIVE)
+    live["spec"]["versions"][0]["schema"] = {"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"size": {"type": "integer"}, "name": {"type": "string"}}}}}}
+    new = copy.deepcopy(live)
+    del new["status"]
+    del new["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"]
+    helm = FakeHelm()
+    helm.template = new
+    listing = "/apis/ray.io/v1/rayclusters"
+    api = FakeApi({CRD_PATH: live}, lists={listing: [
+        {"metadata": {"name": "big", "namespace": "ray"}, "spec": {"size": 3}},
+        {"metadata": {"name": "small", "namespace": "ray"}, "spec": {"name": "s"}}]})
+    ok, result = run(helm, api=api)
+    assert ok, result
+    assert result["upgrades"][0]["held"] == [{"crd": "rayclusters.ray.io", "kind": "RayCluster", "version": "v1",
+                                              "fields": ["spec.size"],
+                                              "objects": [{"name": "ray/big", "fields": ["spec.size"]}]}]
+    assert api.requests == [("GET", CRD_PATH), ("GET", listing)]
