@@ -34,6 +34,9 @@ MIG_QUERIES = (
 )
 
 
+NO_ROOT = "/nonexistent/gpuops-test-root"
+
+
 def gather(node, kernel=None, tmp_path=None, **kwargs):
     """Collect from ``node``; ``kernel`` is the text of a stand-in /sys/module/nvidia/version."""
     paths = ()
@@ -42,6 +45,8 @@ def gather(node, kernel=None, tmp_path=None, **kwargs):
         path.write_text(kernel)
         paths = (str(path),)
     nvml = FakeNvml(node)
+    # No PCI bus unless a test gives one: the facts do not depend on the GPUs of the machine running the tests.
+    kwargs.setdefault("pci_root", NO_ROOT)
     facts = collector.collect(nvml, kernel_module_paths=paths, library_globs=kwargs.pop("library_globs", ()),
                               **kwargs)
     return nvml, facts
