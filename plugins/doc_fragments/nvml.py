@@ -17,7 +17,7 @@ options:
   controller_binding:
     description:
       - Filled in by the module's action plugin, never by hand (a task that sets it is refused).
-      - The controller's nvidia-ml-py (its single file C(pynvml.py)) as V(version), V(sha256) and V(source)
+      - The controller's nvidia-ml-py (its single file C(pynvml.py)) as C(version), C(sha256) and C(source)
         (zlib-compressed, base64), used in memory where the node's Python cannot import C(pynvml).
         Nothing is installed or written on the node.
     type: dict

@@ -27,7 +27,7 @@ description:
     NVIDIA library, the kernel driver or a GPU, it returns RV(ansible_facts.nvidia.present=false)
     and the reason. Where NVML gives no GPU but the PCI bus shows NVIDIA GPUs, the reason says that
     NVML cannot read them and why, RV(ansible_facts.nvidia.pci_gpu_count) counts them and the health
-    is C(critical): such a host is not treated as one without GPUs.
+    is C(critical), so such a host is not treated as one without GPUs.
   - Compares the loaded kernel module version (C(/sys/module/nvidia/version) or
     C(/proc/driver/nvidia/version)) with the user-space driver and reports
     RV(ansible_facts.nvidia.reboot_required) when they differ.
@@ -55,7 +55,7 @@ options:
       - By default each GPU's own slowdown threshold as NVML reports it.
       - A GPU at its shutdown threshold is always C(critical).
     type: int
-extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.read_only,
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.node_action, gpuops.platform.attributes.read_only,
   gpuops.platform.attributes.facts, gpuops.platform.nvml]
 notes:
   - O(temperature_warning_c) applies to facts gathered from NVML; replayed facts keep the
