@@ -97,9 +97,6 @@ attributes:
     description: Indicates this has a corresponding action plugin so some parts of the work run on the controller.
     support: full
     details: The action plugin adds the controller's nvidia-ml-py to the module's arguments; the module runs on the node.
-  bypass_host_loop:
-    description: Forces a 'global' task that does not execute per host.
-    support: none
 """
 
     # With DOCUMENTATION: a module that returns facts.
