@@ -86,7 +86,8 @@ options:
         daemon). Without it the module refuses to change a GPU that runs compute processes.
     type: bool
     default: false
-extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.node_action, gpuops.platform.attributes.converge, gpuops.platform.nvml]
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.node_action,
+  gpuops.platform.attributes.converge, gpuops.platform.nvml]
 attributes:
   check_mode:
     details: Returns the full plan, RV(k8s_resources) and C(changed) without touching a GPU.

@@ -55,8 +55,8 @@ options:
       - By default each GPU's own slowdown threshold as NVML reports it.
       - A GPU at its shutdown threshold is always C(critical).
     type: int
-extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.node_action, gpuops.platform.attributes.read_only,
-  gpuops.platform.attributes.facts, gpuops.platform.nvml]
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.node_action,
+  gpuops.platform.attributes.read_only, gpuops.platform.attributes.facts, gpuops.platform.nvml]
 notes:
   - O(temperature_warning_c) applies to facts gathered from NVML; replayed facts keep the
     health they were recorded with.

@@ -28,6 +28,7 @@ import zlib
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.utils.vars import merge_hash
 
 OPTION = "controller_binding"
 DISTRIBUTION = "nvidia-ml-py"
@@ -97,6 +98,9 @@ class NvmlBindingAction(ActionBase):
 
     OFFLINE = ()
     TRANSFERS_FILES = False
+    # As the normal action plugin: check mode is the module's own, async runs as with any module.
+    _supports_check_mode = True
+    _supports_async = True
 
     def run(self, tmp=None, task_vars=None):
         result = super(NvmlBindingAction, self).run(tmp, task_vars)
@@ -111,7 +115,10 @@ class NvmlBindingAction(ActionBase):
                 args[OPTION] = payload
             else:
                 self._display.vvv("%s: not sent: %s" % (OPTION, why))
-        result.update(self._execute_module(module_name=self._task.resolved_action or self._task.action,
-                                           module_args=args, task_vars=task_vars,
-                                           wrap_async=self._task.async_val))
+        wrap_async = self._task.async_val
+        result = merge_hash(result, self._execute_module(module_name=self._task.resolved_action or self._task.action,
+                                                         module_args=args, task_vars=task_vars, wrap_async=wrap_async))
+        if not wrap_async:
+            # The temporary folder the module ran from, as the normal action plugin removes it.
+            self._remove_tmp_path(self._connection._shell.tmpdir)
         return shorten(result)
