@@ -1,6 +1,6 @@
 /* A stand-in libnvidia-ml.so.1 with one GPU, for the real nvidia-ml-py binding in the tests.
  *
- * Built by tests/integration/test_nvml_binding.py with the system C compiler. It
+ * Built by tests/integration/test_nvml_stock_python.py with the system C compiler. It
  * answers the calls below with the readings of the H200 of ../shared/reference/real-gpu
  * under load; every other NVML function is absent, which the binding reports as
  * NVMLError_FunctionNotFound (a driver older than the query), so nvml_facts gives null.
