@@ -26,11 +26,7 @@ import importlib.util
 import os
 import zlib
 
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
-from ansible.utils.vars import merge_hash
-
-OPTION = "controller_binding"
+OPTION = "controller_binding"  # the module option the action plugins fill in
 DISTRIBUTION = "nvidia-ml-py"
 
 _CACHE = {}
@@ -87,38 +83,3 @@ def shorten(result):
     if isinstance(binding, dict) and "source" in binding:
         args[OPTION] = dict(binding, source="(%d characters)" % len(binding["source"] or ""))
     return result
-
-
-class NvmlBindingAction(ActionBase):
-    """Run the module of this task with the controller's nvidia-ml-py in ``controller_binding``.
-
-    ``OFFLINE``: options that, when set, make the module read no NVML (replayed facts); then
-    nothing is sent.
-    """
-
-    OFFLINE = ()
-    TRANSFERS_FILES = False
-    # As the normal action plugin: check mode is the module's own, async runs as with any module.
-    _supports_check_mode = True
-    _supports_async = True
-
-    def run(self, tmp=None, task_vars=None):
-        result = super(NvmlBindingAction, self).run(tmp, task_vars)
-        del tmp
-        args = dict(self._task.args)
-        if OPTION in args:
-            raise AnsibleActionFail("%s is set by the collection's action plugin from the controller's nvidia-ml-py; "
-                                    "remove it from the task" % OPTION)
-        if not any(args.get(name) for name in self.OFFLINE):
-            payload, why = controller_payload()
-            if payload is not None:
-                args[OPTION] = payload
-            else:
-                self._display.vvv("%s: not sent: %s" % (OPTION, why))
-        wrap_async = self._task.async_val
-        result = merge_hash(result, self._execute_module(module_name=self._task.resolved_action or self._task.action,
-                                                         module_args=args, task_vars=task_vars, wrap_async=wrap_async))
-        if not wrap_async:
-            # The temporary folder the module ran from, as the normal action plugin removes it.
-            self._remove_tmp_path(self._connection._shell.tmpdir)
-        return shorten(result)
