@@ -21,8 +21,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 INSTALLED = Path("collections") / "ansible_collections" / "gpuops" / "platform"
-SOURCES = ("plugins/modules/nvml_facts.py", "plugins/module_utils/_nvml/collect.py",
-           "plugins/module_utils/_nvml/binding.py", "plugins/action/nvml_facts.py",
+SOURCES = ("plugins/modules/nvml_facts.py", "plugins/modules/nvidia_mig.py", "plugins/module_utils/_nvml/collect.py",
+           "plugins/module_utils/_nvml/binding.py", "plugins/action/nvml_facts.py", "plugins/action/nvidia_mig.py",
            "plugins/plugin_utils/nvml_binding.py")
 CANDIDATES = ("/usr/bin/python3", os.path.expanduser("~/.pyenv/versions/3.9.18/bin/python"),
               shutil.which("python3.9") or "")
@@ -136,3 +136,16 @@ def test_record_facts_with_a_stock_python(repo_root, stub_library, tmp_path):
     nvidia = record["nvidia"]
     assert nvidia["present"] is True and nvidia["gpus"][0]["name"] == "NVIDIA H200"
     assert nvidia["nvml_binding"]["source"] == "controller"
+
+
+@pytest.mark.parametrize("python,version", STOCK)
+def test_nvidia_mig_with_a_stock_python_reaches_nvml(repo_root, python, version):
+    """nvidia_mig gets the binding the same way: without a driver it names the library, not nvidia-ml-py."""
+    config = json.dumps({"config_name": "off", "config": {"version": "v1", "mig-configs": {
+        "off": [{"devices": "all", "mig-enabled": False}]}}})
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "gpuops.platform.nvidia_mig",
+                           "-a", config, "--check", "-e", "ansible_python_interpreter=%s" % python],
+                          cwd=str(repo_root), env=_env(), capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode != 0
+    assert "NVML is not available on this node (NVML Shared Library Not Found)" in proc.stdout, proc.stdout[-3000:]
+    assert "nvidia-ml-py" not in proc.stdout
