@@ -32,8 +32,8 @@ description:
     C(/proc/driver/nvidia/version)) with the user-space driver and reports
     RV(ansible_facts.nvidia.reboot_required) when they differ.
   - Summarises health per GPU and per node (uncorrectable ECC errors, row remapping pending or
-    failed, retired pages pending, over temperature, MIG or ECC mode pending a reset, lost GPU,
-    fabric registration).
+    failed, retired pages pending, over temperature, a hardware clocks slowdown (HW slowdown, HW
+    thermal slowdown, HW power brake), MIG or ECC mode pending a reset, lost GPU, fabric registration).
   - With O(replay_file), returns recorded facts instead of asking NVML, so plans can be made
     offline from a fleet's recorded facts.
 author:

@@ -54,6 +54,7 @@ CLOCKS_EVENT_REASONS = (
     (0x80, "hw_power_brake_slowdown"), (0x100, "display_clocks_setting"), (0x200, "board_limit"),
     (0x400, "reliability"),
 )
+_KNOWN_REASON_BITS = sum(bit for bit, _name in CLOCKS_EVENT_REASONS)
 # Active, these slow the GPU down for a hardware cause (DCGM's health watches them): a health warning.
 # SW power cap and SW thermal slowdown are the driver keeping a GPU under load within its limits.
 THROTTLE_WARNINGS = {
@@ -454,11 +455,8 @@ def clocks_event_names(mask):
     if mask is None:
         return None
     names = [name for bit, name in CLOCKS_EVENT_REASONS if mask & bit]
-    known = 0
-    for bit, _name in CLOCKS_EVENT_REASONS:
-        known |= bit
-    if mask & ~known:
-        names.append("unknown_0x%x" % (mask & ~known))
+    if mask & ~_KNOWN_REASON_BITS:
+        names.append("unknown_0x%x" % (mask & ~_KNOWN_REASON_BITS))
     return names
 
 
