@@ -89,6 +89,16 @@ attributes:
     details: Runs on the controller and makes no connection to the host, so the host's platform does not matter.
 """
 
+    # With DOCUMENTATION and NODE: a node module whose action plugin only prepares its arguments on the controller.
+    NODE_ACTION = r"""
+options: {}
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the work run on the controller.
+    support: full
+    details: The action plugin adds the controller's nvidia-ml-py to the module's arguments; the module runs on the node.
+"""
+
     # With DOCUMENTATION: a module that returns facts.
     FACTS = r"""
 options: {}

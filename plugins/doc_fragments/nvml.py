@@ -13,10 +13,20 @@ class ModuleDocFragment(object):
     """What every module that talks to NVML on the node has in common."""
 
     DOCUMENTATION = r"""
-options: {}
+options:
+  controller_binding:
+    description:
+      - Filled in by the module's action plugin, never by hand (a task that sets it is refused).
+      - The controller's nvidia-ml-py (its single file C(pynvml.py)) as C(version), C(sha256) and C(source)
+        (zlib-compressed, base64), used in memory where the node's Python cannot import C(pynvml).
+        Nothing is installed or written on the node.
+    type: dict
 requirements:
-  - nvidia-ml-py (the C(pynvml) module) on the managed node for live NVML access; replayed
+  - The NVIDIA driver (C(libnvidia-ml.so.1)) on the managed node for live NVML access; replayed
     facts need neither it nor a GPU.
+  - nvidia-ml-py on the controller (requirements/collection.txt); the action plugin sends its
+    C(pynvml.py) with the task, so the node needs nothing installed. A node whose Python has
+    nvidia-ml-py uses its own.
 notes:
   - NVML needs access to C(/dev/nvidiactl) and C(/dev/nvidia*); run with privileges (C(become))
     where they are restricted, or NVML reports no permission.

@@ -86,7 +86,8 @@ options:
         daemon). Without it the module refuses to change a GPU that runs compute processes.
     type: bool
     default: false
-extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.converge, gpuops.platform.nvml]
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.node_action,
+  gpuops.platform.attributes.converge, gpuops.platform.nvml]
 attributes:
   check_mode:
     details: Returns the full plan, RV(k8s_resources) and C(changed) without touching a GPU.
@@ -229,15 +230,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as mig_apply
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import module as mig_module
 from ansible_collections.gpuops.platform.plugins.module_utils._mig.model import MigError
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import binding as nvml_binding
 
 try:
     import pynvml
     HAS_PYNVML = True
-    PYNVML_IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - depends on the node
+except ImportError:  # pragma: no cover - depends on the node
     pynvml = None
     HAS_PYNVML = False
-    PYNVML_IMPORT_ERROR = exc
 
 
 def nvidia_smi_reset(module):
@@ -263,13 +263,18 @@ def main():
             facts_file=dict(type="path"),
             allow_reset=dict(type="bool", default=True),
             clients_stopped=dict(type="bool", default=False),
+            controller_binding=dict(type="dict", no_log=False),
         ),
         mutually_exclusive=[("config", "config_file"), ("facts", "facts_file")],
         required_one_of=[("config", "config_file")],
         supports_check_mode=True,
     )
+    nvml, reason = None, None
+    if module.params["facts"] is None and not module.params["facts_file"]:
+        # Live: the node's nvidia-ml-py, else the copy the action plugin sent from the controller.
+        nvml, _binding, reason = nvml_binding.resolve(pynvml if HAS_PYNVML else None, module.params["controller_binding"])
     try:
-        result = mig_module.run(module, pynvml if HAS_PYNVML else None, nvidia_smi_reset(module), PYNVML_IMPORT_ERROR)
+        result = mig_module.run(module, nvml, nvidia_smi_reset(module), reason)
     except MigError as exc:
         module.fail_json(**exc.result())
     module.exit_json(**result)

@@ -16,26 +16,28 @@ short_description: Gather NVIDIA GPU facts through NVML
 version_added: 0.1.0
 description:
   - Gathers driver, CUDA and NVML versions and per-GPU facts (identity, PCI, memory, MIG
-    devices, power, temperature, ECC, retired pages and remapped rows, clocks, NVLink,
-    compute processes, fabric state) through NVML with the C(pynvml) binding, into
-    C(ansible_facts.nvidia).
+    devices, power, temperature, ECC, retired pages and remapped rows, clocks, clocks event (throttle)
+    reasons, utilisation, NVLink, compute processes, fabric state) through NVML with the C(pynvml)
+    binding, into C(ansible_facts.nvidia).
+  - Uses the node's nvidia-ml-py where its Python has one, else the controller's, which the action
+    plugin sends with the task (O(controller_binding)); a stock C(python3) on the node is enough.
   - Makes one C(nvmlInit) per run and asks each question once per GPU.
   - A field NVML does not support on a GPU comes back as V(null).
   - Never fails because there is no GPU; on a host without the Python binding, the
     NVIDIA library, the kernel driver or a GPU, it returns RV(ansible_facts.nvidia.present=false)
-    and the reason.
+    and the reason. Where NVML gives no GPU but the PCI bus shows NVIDIA GPUs, the reason says that
+    NVML cannot read them and why, RV(ansible_facts.nvidia.pci_gpu_count) counts them and the health
+    is C(critical), so such a host is not treated as one without GPUs.
   - Compares the loaded kernel module version (C(/sys/module/nvidia/version) or
     C(/proc/driver/nvidia/version)) with the user-space driver and reports
     RV(ansible_facts.nvidia.reboot_required) when they differ.
   - Summarises health per GPU and per node (uncorrectable ECC errors, row remapping pending or
-    failed, retired pages pending, over temperature, MIG or ECC mode pending a reset, lost GPU,
-    fabric registration).
+    failed, retired pages pending, over temperature, a hardware clocks slowdown (HW slowdown, HW
+    thermal slowdown, HW power brake), MIG or ECC mode pending a reset, lost GPU, fabric registration).
   - With O(replay_file), returns recorded facts instead of asking NVML, so plans can be made
     offline from a fleet's recorded facts.
 author:
   - gpuops.platform maintainers (@gpuops)
-requirements:
-  - The NVIDIA driver (C(libnvidia-ml.so.1)) for facts of real GPUs.
 options:
   replay_file:
     description:
@@ -53,8 +55,8 @@ options:
       - By default each GPU's own slowdown threshold as NVML reports it.
       - A GPU at its shutdown threshold is always C(critical).
     type: int
-extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.read_only,
-  gpuops.platform.attributes.facts, gpuops.platform.nvml]
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.node, gpuops.platform.attributes.node_action,
+  gpuops.platform.attributes.read_only, gpuops.platform.attributes.facts, gpuops.platform.nvml]
 notes:
   - O(temperature_warning_c) applies to facts gathered from NVML; replayed facts keep the
     health they were recorded with.
@@ -144,6 +146,21 @@ ansible_facts:
           type: int
           returned: always
           sample: 8
+        pci_gpu_count:
+          description:
+            - NVIDIA GPUs (PCI vendor 0x10de, display class) under C(/sys/bus/pci/devices), counted where NVML
+              gives no GPU.
+            - V(null) where NVML counted the GPUs itself.
+          type: int
+          returned: always
+          sample: null
+        nvml_binding:
+          description:
+            - The nvidia-ml-py the facts were read with, C(source) (C(node) or C(controller)) and C(version).
+            - V(null) where there was none, or in facts recorded before this key existed.
+          type: dict
+          returned: always
+          sample: {"source": "controller", "version": "13.615.71"}
         nvswitch_count:
           description:
             - Number of distinct NVSwitches the GPUs' active NVLinks reach.
@@ -252,6 +269,22 @@ ansible_facts:
             clocks:
               description: C(graphics_mhz), C(sm_mhz), C(memory_mhz), C(max_sm_mhz), C(max_memory_mhz).
               type: dict
+            clocks_event_reasons:
+              description:
+                - The active clocks event (throttle) reasons, named as C(nvidia-smi -q -x) names them
+                  (C(gpu_idle), C(applications_clocks_setting), C(sw_power_cap), C(hw_slowdown), C(sync_boost),
+                  C(sw_thermal_slowdown), C(hw_thermal_slowdown), C(hw_power_brake_slowdown),
+                  C(display_clocks_setting); C(board_limit) and C(reliability) from older drivers).
+                - C(hw_slowdown), C(hw_thermal_slowdown) or C(hw_power_brake_slowdown) make the GPU health C(warning).
+                - V(null) where NVML does not report them.
+              type: list
+              elements: str
+              sample: ["sw_power_cap"]
+            utilization:
+              description:
+                - C(gpu_percent) and C(memory_percent) over NVML's last sample period.
+                - V(null) where NVML does not report it (a GPU in MIG mode).
+              type: dict
             nvlink:
               description: One entry per NVLink with C(link), C(active), C(remote_type) and C(remote_bus_id).
               type: list
@@ -277,19 +310,16 @@ ansible_facts:
               type: dict
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuops.platform.plugins.module_utils._nvml import binding as nvml_binding
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml_utils
 
 try:
     import pynvml
     HAS_PYNVML = True
-    PYNVML_IMPORT_ERROR = None
 except ImportError:
     pynvml = None
     HAS_PYNVML = False
-    PYNVML_IMPORT_ERROR = traceback.format_exc()
 
 
 def gather(module):
@@ -299,12 +329,11 @@ def gather(module):
             return nvml_utils.load_replay(params["replay_file"])
         except nvml_utils.ReplayError as err:
             module.fail_json(msg=str(err))
-    if not HAS_PYNVML:
-        facts = nvml_utils.empty_facts(missing_required_lib("nvidia-ml-py"))
-        facts["kernel_module_version"] = nvml_utils.read_kernel_module_version()
-        return nvml_utils.finish(facts)
+    nvml, binding, reason = nvml_binding.resolve(pynvml if HAS_PYNVML else None, params["controller_binding"])
     try:
-        return nvml_utils.collect(pynvml, temperature_warning_c=params["temperature_warning_c"])
+        if nvml is None:
+            return nvml_utils.unreadable(reason)
+        return nvml_utils.collect(nvml, temperature_warning_c=params["temperature_warning_c"], binding=binding)
     except nvml_utils.NvmlCollectError as err:
         module.fail_json(msg=str(err))
 
@@ -314,6 +343,7 @@ def main():
         argument_spec=dict(
             replay_file=dict(type="path"),
             temperature_warning_c=dict(type="int"),
+            controller_binding=dict(type="dict", no_log=False),
         ),
         supports_check_mode=True,
     )

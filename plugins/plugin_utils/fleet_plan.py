@@ -310,7 +310,11 @@ def plan_host(name, settings, facts_path, mig, sharing, strategy, default_config
     host["gpu_count"] = len(facts.get("gpus") or [])
     host["gpu_models"] = _gpu_models(facts)
     if not host["present"]:
-        host["warnings"].append("no NVIDIA GPU: %s" % (facts.get("reason") or "NVML reports none"))
+        if facts.get("pci_gpu_count"):
+            # GPUs on the PCI bus that NVML cannot read: the reason names them and why.
+            host["warnings"].append(facts.get("reason") or "NVML cannot read the NVIDIA GPUs on the PCI bus")
+        else:
+            host["warnings"].append("no NVIDIA GPU: %s" % (facts.get("reason") or "NVML reports none"))
 
     host["driver"], errors = plan_driver(settings, facts)
     host["errors"].extend(errors)

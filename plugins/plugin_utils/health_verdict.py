@@ -12,7 +12,8 @@ a node the plan shows critical is the node health.yml taints.
 The verdict is the worst of:
 
 * each GPU's own fields (ECC and row-remap counters, retired pages, temperature
-  against its thresholds, pending MIG or ECC modes, fabric registration), by
+  against its thresholds, hardware clocks slowdown (HW slowdown, HW thermal, power
+  brake; SW power cap is not one), pending MIG or ECC modes, fabric registration), by
   nvml_facts' rules (module_utils/_nvml/collect.gpu_health);
 * a reboot the facts say is due (the loaded module is not the installed driver):
   a warning, as nvml_facts makes it;

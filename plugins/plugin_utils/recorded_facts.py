@@ -50,7 +50,9 @@ NODE_KEYS = ("distro", "os_supported", "arch", "kernel", "kernel_headers_present
 # Readings that change from one second to the next: two records that differ only
 # in these (and in when they were made) are the same facts.
 VOLATILE_GPU = (("clocks", "graphics_mhz"), ("clocks", "sm_mhz"), ("clocks", "memory_mhz"), ("temperature_c",),
-                ("power", "draw_w"), ("memory", "used_mib"), ("compute_processes",))
+                ("power", "draw_w"), ("memory", "used_mib"), ("compute_processes",), ("utilization",),
+                # Idle or SW power cap follow the load; a hardware slowdown still changes the GPU's health.
+                ("clocks_event_reasons",))
 METADATA = ("recorded_at", "collection_version")
 # The type of each field of a record (and of its node facts) that is read: (field, types, its name in messages).
 _STR, _BOOL = ((str,), "a string"), ((bool,), "true or false")

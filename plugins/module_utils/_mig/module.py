@@ -192,12 +192,13 @@ def read_inputs(params):
 def run(module, nvml, reset, nvml_import_error=None):
     """The module's result: plan replayed facts, or plan (and apply) the live node through ``nvml``.
 
-    ``nvml``: the pynvml module, None where it cannot be imported (``nvml_import_error`` says why).
+    ``nvml``: the pynvml module, None where there is none (``nvml_import_error``, the reason
+    module_utils/_nvml/binding.resolve gives, says why).
     Raises MigError for every problem.
     """
     entries, facts = read_inputs(module.params)
     if facts is not None:
         return run_offline(module, facts, entries)
     if nvml is None:
-        raise MigError(missing_required_lib("nvidia-ml-py"), exception=str(nvml_import_error))
+        raise MigError(str(nvml_import_error) if nvml_import_error else missing_required_lib("nvidia-ml-py"))
     return run_live(module, entries, nvml, reset)

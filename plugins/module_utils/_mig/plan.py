@@ -229,7 +229,12 @@ def plan_node(facts, entries, config_name, rules_for=table_rules, offline=True):
         return NodeMigPlan(config_name, errors, warnings, notes, None, [], k8s_resources([]))
     gpus = sorted(facts.get("gpus") or [], key=lambda g: g.get("index", 0))
     if not facts.get("present", bool(gpus)):
-        errors.append("no NVIDIA GPU to configure: %s" % (facts.get("reason") or "NVML reports no GPU"))
+        reason = facts.get("reason") or "NVML reports no GPU"
+        if facts.get("pci_gpu_count"):
+            # NVIDIA GPUs on the PCI bus that NVML cannot read: not a node without GPUs.
+            errors.append("MIG cannot be planned: %s" % reason)
+        else:
+            errors.append("no NVIDIA GPU to configure: %s" % reason)
     indices = set(g.get("index") for g in gpus)
     for entry in entries:
         if entry.devices != "all":

@@ -26,6 +26,8 @@ import os
 import re
 import uuid
 
+from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
+
 KERNEL_MODULE_VERSION_PATHS = ("/sys/module/nvidia/version", "/proc/driver/nvidia/version")
 # Where distributions put libnvidia-ml.so.<version>: the user-space driver version
 # when NVML itself cannot start (the driver/library mismatch).
@@ -44,6 +46,24 @@ _PROC_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]+\.[0-9]+(?:\
 _COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 _FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 _NVLINK_REMOTE = {0: "gpu", 1: "ibmnpu", 2: "switch"}
+# nvmlClocksEventReason* bits (nvmlClocksThrottleReason* before NVML 12.535; board_limit and
+# reliability only there), named as nvidia-smi -q names them under "Clocks Event Reasons".
+CLOCKS_EVENT_REASONS = (
+    (0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"), (0x100, "display_clocks_setting"), (0x200, "board_limit"),
+    (0x400, "reliability"),
+)
+_KNOWN_REASON_BITS = sum(bit for bit, _name in CLOCKS_EVENT_REASONS)
+# Active, these slow the GPU down for a hardware cause (DCGM's health watches them): a health warning.
+# SW power cap and SW thermal slowdown are the driver keeping a GPU under load within its limits.
+THROTTLE_WARNINGS = {
+    "hw_slowdown": "HW slowdown is active (clocks cut by the hardware: over temperature, a power brake "
+                   "or a power supply problem): check cooling and power",
+    "hw_thermal_slowdown": "HW thermal slowdown is active (the GPU or its memory is too hot): check cooling",
+    "hw_power_brake_slowdown": "HW power brake slowdown is active (an external power brake signal, from the "
+                               "power supply or the chassis): check power",
+}
 
 
 class NvmlCollectError(Exception):
@@ -111,6 +131,8 @@ def empty_facts(reason, source="nvml"):
         "cuda_driver_version": None,
         "nvml_version": None,
         "gpu_count": 0,
+        "pci_gpu_count": None,
+        "nvml_binding": None,
         "nvswitch_count": None,
         "reboot_required": False,
         "reboot_reasons": [],
@@ -142,6 +164,8 @@ def _blank_gpu(index):
         "remapped_rows": None,
         "clocks": {"graphics_mhz": None, "sm_mhz": None, "memory_mhz": None,
                    "max_sm_mhz": None, "max_memory_mhz": None},
+        "clocks_event_reasons": None,
+        "utilization": None,
         "nvlink": [],
         "compute_processes": None,
         "fabric": None,
@@ -244,6 +268,10 @@ class _Collector(object):
             "shutdown": q(err, "nvmlDeviceGetTemperatureThreshold", h,
                           self.nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)}
         gpu["clocks"] = self._clocks(err, h)
+        gpu["clocks_event_reasons"] = self._clocks_event_reasons(err, h)
+        rates = q(err, "nvmlDeviceGetUtilizationRates", h)
+        if rates is not None:
+            gpu["utilization"] = {"gpu_percent": rates.gpu, "memory_percent": rates.memory}
         gpu["ecc"] = self._ecc(err, h)
         gpu["retired_pages"] = self._retired_pages(err, h)
         rows = q(err, "nvmlDeviceGetRemappedRows", h)
@@ -275,6 +303,18 @@ class _Collector(object):
             "max_sm_mhz": q(err, "nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_SM),
             "max_memory_mhz": q(err, "nvmlDeviceGetMaxClockInfo", h, nvml.NVML_CLOCK_MEM),
         }
+
+    def _clocks_event_reasons(self, err, h):
+        """The active clocks event (throttle) reasons, by name; None where NVML does not report them."""
+        nvml = self.nvml
+        mask = END
+        if hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons"):
+            # FunctionNotFound: a driver older than the event name; it still has the throttle one.
+            mask = self.query(err, "nvmlDeviceGetCurrentClocksEventReasons", h,
+                              end=(nvml.NVMLError_FunctionNotFound,))
+        if mask is END:
+            mask = self.query(err, "nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        return clocks_event_names(mask)
 
     def _ecc(self, err, h):
         nvml, q = self.nvml, self.query
@@ -414,11 +454,50 @@ class _ProfileNames(object):
         return self.names.get(profile_id)
 
 
-def collect(nvml, kernel_module_paths=None, library_globs=None, temperature_warning_c=None):
+def clocks_event_names(mask):
+    """``["sw_power_cap", ...]`` for an NVML clocks event (throttle) reasons mask; None stays None."""
+    if mask is None:
+        return None
+    names = [name for bit, name in CLOCKS_EVENT_REASONS if mask & bit]
+    if mask & ~_KNOWN_REASON_BITS:
+        names.append("unknown_0x%x" % (mask & ~_KNOWN_REASON_BITS))
+    return names
+
+
+def pci_gpus_unread(facts, pci_root="/"):
+    """Where NVML gives no GPU, count the NVIDIA GPUs on the PCI bus (``pci_gpu_count``).
+
+    A host whose PCI bus shows NVIDIA GPUs that NVML cannot read is not a host
+    without GPUs: its reason says so and why (binding, library, driver), and its
+    health is critical.
+    """
+    if facts["present"]:
+        return facts
+    count = len(driver_host.pci_scan(pci_root)["gpus"])
+    facts["pci_gpu_count"] = count
+    if count:
+        cause = facts["reason"]
+        facts["reason"] = "NVML cannot read the %d NVIDIA GPU(s) on the PCI bus: %s" % (count, cause)
+        kept = [r for r in facts["health"]["reasons"] if r != cause]
+        facts["health"] = {"status": "critical", "reasons": kept + [facts["reason"]]}
+    return facts
+
+
+def unreadable(reason, kernel_module_paths=None, pci_root="/"):
+    """The facts of a node without a usable NVML binding: ``reason`` (binding.resolve's), the loaded module."""
+    facts = empty_facts(reason)
+    facts["kernel_module_version"] = read_kernel_module_version(kernel_module_paths)
+    return finish(pci_gpus_unread(facts, pci_root))
+
+
+def collect(nvml, kernel_module_paths=None, library_globs=None, temperature_warning_c=None, binding=None,
+            pci_root="/"):
     """Gather ``ansible_facts.nvidia`` through ``nvml`` (the pynvml module or a fake).
 
     Raises NvmlCollectError when NVML breaks mid-way; every expected absence (no
     library, no driver, no GPU, a field not supported) is reported in the facts.
+    ``binding``: where ``nvml`` comes from (``nvml_binding`` in the facts);
+    ``pci_root``: the root under which sys/bus/pci/devices is read when NVML gives no GPU.
     """
     kernel_version = read_kernel_module_version(kernel_module_paths)
     try:
@@ -426,10 +505,12 @@ def collect(nvml, kernel_module_paths=None, library_globs=None, temperature_warn
     except nvml.NVMLError as err:
         facts = _init_failure(nvml, err, kernel_version, library_globs)
         facts["kernel_module_version"] = kernel_version
-        return finish(facts, temperature_warning_c)
+        facts["nvml_binding"] = binding
+        return finish(pci_gpus_unread(facts, pci_root), temperature_warning_c)
     try:
         facts = empty_facts(None)
         facts["kernel_module_version"] = kernel_version
+        facts["nvml_binding"] = binding
         collector = _Collector(nvml)
         collector.system(facts)
         try:
@@ -438,14 +519,14 @@ def collect(nvml, kernel_module_paths=None, library_globs=None, temperature_warn
             raise NvmlCollectError("NVML reported Uninitialized right after nvmlInit")
         except nvml.NVMLError as err:
             facts["reason"] = "NVML could not count the GPUs: %s" % err
-            return finish(facts, temperature_warning_c)
+            return finish(pci_gpus_unread(facts, pci_root), temperature_warning_c)
         facts["gpus"] = [collector.gpu(index) for index in range(count)]
         facts["gpu_count"] = count
         facts["present"] = count > 0
         if not count:
             facts["reason"] = "NVML found no NVIDIA GPU on this host"
         _compare_versions(facts)
-        return finish(facts, temperature_warning_c)
+        return finish(pci_gpus_unread(facts, pci_root), temperature_warning_c)
     finally:
         try:
             nvml.nvmlShutdown()
@@ -559,6 +640,9 @@ def gpu_health(gpu, temperature_warning_c=None):
                  % (temp, thresholds["shutdown"]))
         elif limit and temp >= limit:
             flag("warning", "over temperature: %d C at or above the %d C limit" % (temp, limit))
+    for name in gpu.get("clocks_event_reasons") or []:
+        if name in THROTTLE_WARNINGS:
+            flag("warning", THROTTLE_WARNINGS[name])
     mig = gpu.get("mig") or {}
     if mig.get("current_mode") and mig.get("pending_mode") and mig["current_mode"] != mig["pending_mode"]:
         flag("warning", "MIG mode %s is pending (current %s): reset the GPU to apply"
@@ -688,6 +772,7 @@ _HEALTH_FIELDS = (
     ("temperature_thresholds_c", _fields({"shutdown": "int", "slowdown": "int"})),
     ("fabric", _fields({"state": "str", "status": "str", "clique_id": "int", "cluster_uuid": "str",
                         "degraded_bandwidth": "bool"})),
+    ("utilization", _fields({"gpu_percent": "int", "memory_percent": "int"})),
 )
 _NVLINK_FIELDS = _fields({"link": "int", "active": "bool", "remote_type": "str", "remote_bus_id": "str"})
 
@@ -739,6 +824,10 @@ def _check_gpu(problems, where, gpu):
     if "mig" in gpu:
         _check_mig(problems, where + ".mig", gpu.get("mig"))
     _check_key(problems, where, gpu, "temperature_c", "int")
+    reasons = gpu.get("clocks_event_reasons")
+    if _check(problems, where + ".clocks_event_reasons", reasons, "list") and reasons:
+        for n, name in enumerate(reasons):
+            _check(problems, "%s.clocks_event_reasons[%d]" % (where, n), name, "str", nullable=False)
     for key, fields in _HEALTH_FIELDS:
         value = gpu.get(key)
         if value is not None and not (isinstance(value, dict) and _fields_ok(value, fields)):
@@ -775,6 +864,7 @@ def check_facts(facts, check_count=True):
         _check(problems, key, facts.get(key), "str")
     _check(problems, "reboot_required", facts.get("reboot_required"), "bool")
     _check(problems, "nvswitch_count", facts.get("nvswitch_count"), "int")
+    _check(problems, "pci_gpu_count", facts.get("pci_gpu_count"), "int")
     reasons = facts.get("reboot_reasons")
     if _check(problems, "reboot_reasons", reasons, "list") and reasons:
         for n, reason in enumerate(reasons):

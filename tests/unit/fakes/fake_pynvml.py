@@ -31,6 +31,10 @@ The model (plain classes with public attributes, safe to mutate from tests)
                  ``unsupported`` is a set of function names that raise NotSupported
                  for this GPU whatever the attributes say. Units follow NVML: memory
                  in MiB in the model (returned as bytes), power in mW, clocks in MHz.
+                 ``clocks_event_reasons``: the nvmlClocksEventReason* mask both
+                 nvmlDeviceGetCurrentClocksEventReasons and the older ...ThrottleReasons
+                 return; ``utilization``: (gpu %, memory %) of nvmlDeviceGetUtilizationRates,
+                 NotSupported while MIG is enabled, as NVML documents.
 ``FakeNvLink``   one link: ``active``, ``remote_type`` (NVML_NVLINK_DEVICE_TYPE_*),
                  ``remote_bus_id`` (of the NVSwitch or peer GPU).
 ``FakeFabric``   GPU fabric probe result (nvmlDeviceGetGpuFabricInfoV): ``state``
@@ -187,7 +191,8 @@ class FakeGpu(object):
                  power_limit_mw=None, power_draw_mw=None, temperature_c=None, temperature_thresholds=None,
                  ecc_mode=None, ecc_errors=None, retired_pages=None, retired_pages_pending=None,
                  remapped_rows=None, clocks=None, max_clocks=None, nvlinks=None, processes=None,
-                 fabric=None, mig=None, lost=False, unsupported=None, compute_capability=None):
+                 fabric=None, mig=None, lost=False, unsupported=None, compute_capability=None,
+                 clocks_event_reasons=None, utilization=None):
         self.index = index
         self.uuid = uuid
         self.name = name
@@ -220,6 +225,8 @@ class FakeGpu(object):
         self.remapped_rows = remapped_rows      # (corrected, uncorrected, pending, failure) or None
         self.clocks = dict(clocks or {})        # {NVML_CLOCK_*: MHz}
         self.max_clocks = dict(max_clocks or {})
+        self.clocks_event_reasons = clocks_event_reasons   # nvmlClocksEventReason* mask or None
+        self.utilization = utilization          # (gpu %, memory %) or None
         self.nvlinks = list(nvlinks) if nvlinks is not None else None   # None: no NVLink
         self.processes = list(processes or [])  # [(pid, used_bytes)]
         self.fabric = fabric                    # FakeFabric or None (not supported)
@@ -593,6 +600,25 @@ class FakeNvml(_Constants):
     @nvml_api
     def nvmlDeviceGetMaxClockInfo(self, handle, type):
         return _supported(self._physical(handle).max_clocks.get(type))
+
+    @nvml_api
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return _supported(self._physical(handle).clocks_event_reasons)
+
+    @nvml_api
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
+        return _supported(self._physical(handle).clocks_event_reasons)
+
+    @nvml_api
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        gpu = self._physical(handle)
+        if gpu.mig is not None and gpu.mig.enabled:
+            # "On MIG-enabled GPUs, querying device utilization rates is not currently supported."
+            raise _error(_real.NVML_ERROR_NOT_SUPPORTED)
+        busy = _supported(gpu.utilization)
+        rates = _real.c_nvmlUtilization_t()
+        rates.gpu, rates.memory = busy
+        return rates
 
     # -- ECC, retired pages, row remapping ------------------------------------
 

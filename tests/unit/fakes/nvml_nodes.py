@@ -128,6 +128,7 @@ def dgx_a100():
             ecc_mode=[_nv.NVML_FEATURE_ENABLED, _nv.NVML_FEATURE_ENABLED], ecc_errors=_no_ecc_errors(),
             retired_pages=None, retired_pages_pending=None, remapped_rows=(0, 0, 0, 0),
             clocks=_clocks(210, 210, 1593), max_clocks=_clocks(1410, 1410, 1593),
+            clocks_event_reasons=_nv.nvmlClocksEventReasonGpuIdle, utilization=(0, 0),
             nvlinks=[FakeNvLink(True, _nv.NVML_NVLINK_DEVICE_TYPE_SWITCH, switches[link // 2])
                      for link in range(12)],
             fabric=None, mig=_mig(A100_80GB_PROFILES)))
@@ -156,6 +157,7 @@ def hgx_h100():
             ecc_mode=[_nv.NVML_FEATURE_ENABLED, _nv.NVML_FEATURE_ENABLED], ecc_errors=_no_ecc_errors(),
             retired_pages=None, retired_pages_pending=None, remapped_rows=(0, 0, 0, 0),
             clocks=_clocks(345, 345, 2619), max_clocks=_clocks(1980, 1980, 2619),
+            clocks_event_reasons=_nv.nvmlClocksEventReasonGpuIdle, utilization=(0, 0),
             nvlinks=[FakeNvLink(True, _nv.NVML_NVLINK_DEVICE_TYPE_SWITCH, switches[per_switch[link]])
                      for link in range(18)],
             fabric=FakeFabric(state=_nv.NVML_GPU_FABRIC_STATE_COMPLETED, status=_nv.NVML_SUCCESS,
@@ -185,6 +187,7 @@ def h200_mig():
         ecc_mode=[_nv.NVML_FEATURE_ENABLED, _nv.NVML_FEATURE_ENABLED], ecc_errors=_no_ecc_errors(),
         retired_pages=None, retired_pages_pending=None, remapped_rows=(0, 0, 0, 0),
         clocks=_clocks(1980, 1980, 3201), max_clocks=_clocks(1980, 1980, 3201),
+        clocks_event_reasons=_nv.nvmlClocksEventReasonGpuIdle, utilization=(0, 0),
         nvlinks=[FakeNvLink(False, _nv.NVML_NVLINK_DEVICE_TYPE_UNKNOWN, None) for _link in range(18)],
         fabric=FakeFabric(state=_nv.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, status=_nv.NVML_ERROR_NOT_SUPPORTED),
         mig=_mig(H200_PROFILES, enabled=True, gpu_instances=instances))
@@ -203,6 +206,7 @@ def l40s():
         ecc_mode=[_nv.NVML_FEATURE_ENABLED, _nv.NVML_FEATURE_ENABLED], ecc_errors=_no_ecc_errors(),
         retired_pages=None, retired_pages_pending=None, remapped_rows=(0, 0, 0, 0),
         clocks=_clocks(210, 210, 405), max_clocks=_clocks(2520, 2520, 9001),
+        clocks_event_reasons=_nv.nvmlClocksEventReasonGpuIdle, utilization=(0, 0),
         nvlinks=None, fabric=None, mig=None)
     return FakeNode(name="l40s", gpus=[gpu], driver_version=DRIVER, cuda_driver_version=CUDA)
 
@@ -249,6 +253,7 @@ def rtx_pro_6000_mig():
         ecc_mode=[_nv.NVML_FEATURE_ENABLED, _nv.NVML_FEATURE_ENABLED], ecc_errors=_no_ecc_errors(),
         retired_pages=None, retired_pages_pending=None, remapped_rows=(0, 0, 0, 0),
         clocks=_clocks(180, 180, 405), max_clocks=_clocks(2617, 2617, 14001),
+        clocks_event_reasons=_nv.nvmlClocksEventReasonGpuIdle, utilization=(0, 0),
         nvlinks=None, fabric=None,
         mig=FakeMig(current_mode=mode, pending_mode=mode, profiles=profiles, gpu_instances={}, max_mig_devices=4))
     return FakeNode(name="rtx-pro-6000", gpus=[gpu], driver_version=DRIVER, cuda_driver_version=CUDA)

@@ -196,6 +196,14 @@ def test_node_without_gpu_is_an_error():
     assert result["errors"] == ["no NVIDIA GPU to configure: no GPU"]
 
 
+def test_gpus_that_nvml_cannot_read_are_not_called_missing():
+    node = dict(facts(), pci_gpu_count=1,
+                reason="NVML cannot read the 1 NVIDIA GPU(s) on the PCI bus: libnvidia-ml.so.1 not found")
+    result = run(node, config(mig_enabled=False))
+    assert result["errors"] == ["MIG cannot be planned: NVML cannot read the 1 NVIDIA GPU(s) on the PCI bus: "
+                                "libnvidia-ml.so.1 not found"]
+
+
 @pytest.mark.parametrize("count,valid", [(1, True), (2, False)])
 def test_validation_decides_changed(count, valid):
     result = run(facts(gpu(0)), config(mig_enabled=True, mig_devices={"4g.40gb": count}))

@@ -7,6 +7,7 @@ import pynvml
 import pytest
 
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as collector
+from fakes import gpu_node
 from fakes.fake_pynvml import FakeComputeInstance, FakeFabric, FakeGpuInstance, FakeNode, FakeNvml
 from fakes.nvml_nodes import NODES, dgx_a100, h200_mig, hgx_h100, l40s
 
@@ -20,7 +21,8 @@ ONCE_PER_GPU = (
     "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetComputeMode",
     "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperatureV",
     "nvmlDeviceGetEccMode", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetComputeRunningProcesses",
-    "nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetMigMode", "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetUtilizationRates",
 )
 # Per-GPU functions whose failure must never escape the collector.
 PER_GPU_QUERIES = ONCE_PER_GPU[1:] + (
@@ -35,6 +37,9 @@ MIG_QUERIES = (
 )
 
 
+NO_ROOT = "/nonexistent/gpuops-test-root"
+
+
 def gather(node, kernel=None, tmp_path=None, **kwargs):
     """Collect from ``node``; ``kernel`` is the text of a stand-in /sys/module/nvidia/version."""
     paths = ()
@@ -43,6 +48,8 @@ def gather(node, kernel=None, tmp_path=None, **kwargs):
         path.write_text(kernel)
         paths = (str(path),)
     nvml = FakeNvml(node)
+    # No PCI bus unless a test gives one: the facts do not depend on the GPUs of the machine running the tests.
+    kwargs.setdefault("pci_root", NO_ROOT)
     facts = collector.collect(nvml, kernel_module_paths=paths, library_globs=kwargs.pop("library_globs", ()),
                               **kwargs)
     return nvml, facts
@@ -624,3 +631,153 @@ def test_reboot_required_when_only_minor_or_patch_differs(tmp_path, kernel):
     assert facts["reboot_reasons"] == [
         "the loaded NVIDIA kernel module is %s but the user-space driver is 570.172.08: reboot (or reload the "
         "nvidia modules) to finish the driver change" % kernel]
+
+
+# ---------------------------------------------------------------------------
+# GPUs on the PCI bus that NVML cannot read are not a node without GPUs
+# ---------------------------------------------------------------------------
+
+def _bus(tmp_path, *device_ids):
+    """A root whose /sys/bus/pci/devices holds an NVIDIA GPU per device id, and a network card."""
+    host = gpu_node.FakeNode(str(tmp_path))
+    for n, device in enumerate(device_ids):
+        host.pci("0000:%02x:00.0" % (6 + n), "0x10de", device, "0x030200")
+    host.pci("0000:01:00.0", "0x15b3", "0x101d", "0x020000")
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("code,cause", [
+    (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "libnvidia-ml.so.1 not found: the NVIDIA driver is not installed"),
+    (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "the NVIDIA kernel module is not loaded"),
+    (pynvml.NVML_ERROR_GPU_NOT_FOUND, "NVML found no NVIDIA GPU on this host"),
+])
+def test_gpus_on_the_pci_bus_that_nvml_cannot_read_name_the_cause(tmp_path, code, cause):
+    _nvml, facts = gather(FakeNode(gpus=[], init_error=code), pci_root=_bus(tmp_path, "0x2335"))
+    assert facts["present"] is False and facts["pci_gpu_count"] == 1
+    assert facts["reason"].startswith("NVML cannot read the 1 NVIDIA GPU(s) on the PCI bus: " + cause)
+    assert facts["health"] == {"status": "critical", "reasons": [facts["reason"]]}
+
+
+def test_a_driver_library_mismatch_with_gpus_on_the_bus_keeps_one_reason(tmp_path):
+    node = FakeNode(gpus=[], init_error=pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+    _nvml, facts = gather(node, pci_root=_bus(tmp_path, "0x2335", "0x2335"))
+    assert facts["pci_gpu_count"] == 2 and facts["reboot_required"] is True
+    assert facts["health"]["status"] == "critical"
+    assert facts["health"]["reasons"] == [facts["reason"]]
+    assert "NVML cannot read the 2 NVIDIA GPU(s) on the PCI bus: NVML cannot start: driver/library version " \
+           "mismatch" in facts["reason"]
+
+
+def test_no_nvidia_gpu_on_the_bus_is_a_node_without_gpu(tmp_path):
+    _nvml, facts = gather(FakeNode(gpus=[], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND), pci_root=_bus(tmp_path))
+    assert facts["pci_gpu_count"] == 0
+    assert facts["reason"] == "libnvidia-ml.so.1 not found: the NVIDIA driver is not installed"
+    assert facts["health"] == {"status": "ok", "reasons": []}
+
+
+def test_the_bus_is_not_read_when_nvml_counts_the_gpus(tmp_path):
+    _nvml, facts = gather(l40s(), pci_root=_bus(tmp_path, "0x26b9", "0x26b9"))
+    assert facts["present"] is True and facts["pci_gpu_count"] is None and facts["reason"] is None
+
+
+def test_without_any_binding_the_bus_still_tells_a_gpu_node(tmp_path):
+    facts = collector.unreadable("the node's Python cannot import pynvml", kernel_module_paths=(),
+                                 pci_root=_bus(tmp_path, "0x2335"))
+    assert facts["present"] is False and facts["pci_gpu_count"] == 1
+    assert facts["reason"] == "NVML cannot read the 1 NVIDIA GPU(s) on the PCI bus: the node's Python cannot import pynvml"
+    assert facts["health"]["status"] == "critical" and facts["nvml_binding"] is None
+
+
+def test_the_binding_used_is_in_the_facts():
+    binding = {"source": "controller", "version": "13.615.71"}
+    for node in (l40s(), FakeNode(gpus=[], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)):
+        _nvml, facts = gather(node, binding=binding)
+        assert facts["nvml_binding"] == binding
+
+
+# ---------------------------------------------------------------------------
+# Clocks event (throttle) reasons and utilisation
+# ---------------------------------------------------------------------------
+
+def _one_gpu(mask=pynvml.nvmlClocksEventReasonGpuIdle, utilization=(0, 0)):
+    node = l40s()
+    node.gpus[0].clocks_event_reasons, node.gpus[0].utilization = mask, utilization
+    return node
+
+
+def test_clocks_event_reasons_and_utilization_are_read():
+    mask = pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonSyncBoost
+    _nvml, facts = gather(_one_gpu(mask, (97, 24)))
+    gpu = facts["gpus"][0]
+    assert gpu["clocks_event_reasons"] == ["sw_power_cap", "sync_boost"]
+    assert gpu["utilization"] == {"gpu_percent": 97, "memory_percent": 24}
+    assert gpu["health"] == {"status": "ok", "reasons": []}
+
+
+def test_no_reason_active_is_an_empty_list_and_unknown_bits_are_kept():
+    assert gather(_one_gpu(0))[1]["gpus"][0]["clocks_event_reasons"] == []
+    assert collector.clocks_event_names(0x4 | 0x10000) == ["sw_power_cap", "unknown_0x10000"]
+    assert collector.clocks_event_names(None) is None
+
+
+def test_not_supported_is_null_without_errors():
+    _nvml, facts = gather(_one_gpu(None, None))
+    gpu = facts["gpus"][0]
+    assert gpu["clocks_event_reasons"] is None and gpu["utilization"] is None and gpu["errors"] == []
+
+
+def test_utilization_is_null_in_mig_mode_as_nvml_answers():
+    _nvml, facts = gather(h200_mig())
+    assert facts["gpus"][0]["utilization"] is None and facts["gpus"][0]["clocks_event_reasons"] == ["gpu_idle"]
+
+
+def test_a_driver_without_the_event_call_gives_the_throttle_reasons():
+    node = _one_gpu(pynvml.nvmlClocksThrottleReasonHwSlowdown)
+    nvml = FakeNvml(node)
+    nvml.fail("nvmlDeviceGetCurrentClocksEventReasons", pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+    facts = collector.collect(nvml, kernel_module_paths=(), library_globs=(), pci_root=NO_ROOT)
+    assert facts["gpus"][0]["clocks_event_reasons"] == ["hw_slowdown"] and facts["gpus"][0]["errors"] == []
+    assert nvml.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 1
+
+
+def test_a_binding_without_the_event_call_gives_the_throttle_reasons(monkeypatch):
+    monkeypatch.delattr(FakeNvml, "nvmlDeviceGetCurrentClocksEventReasons")
+    nvml, facts = gather(_one_gpu(pynvml.nvmlClocksThrottleReasonSwPowerCap))
+    assert facts["gpus"][0]["clocks_event_reasons"] == ["sw_power_cap"]
+    assert nvml.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 1
+
+
+def test_the_event_call_is_asked_once_and_the_throttle_call_not_at_all():
+    nvml, _facts = gather(hgx_h100())
+    assert nvml.calls["nvmlDeviceGetCurrentClocksEventReasons"] == 8
+    assert nvml.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 0
+
+
+@pytest.mark.parametrize("bit,text", [
+    (pynvml.nvmlClocksEventReasonHwSlowdown, "HW slowdown is active"),
+    (pynvml.nvmlClocksEventReasonHwThermalSlowdown, "HW thermal slowdown is active"),
+    (pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown, "HW power brake slowdown is active"),
+])
+def test_hardware_slowdown_is_a_warning_naming_the_reason(bit, text):
+    _gpu_health, node_health = _health_of(lambda g: setattr(g, "clocks_event_reasons",
+                                                            bit | pynvml.nvmlClocksEventReasonSwPowerCap))
+    assert node_health["status"] == "warning"
+    assert [r for r in node_health["reasons"] if text in r] and all(r.startswith("GPU 4: ") for r in node_health["reasons"])
+
+
+@pytest.mark.parametrize("bit", [pynvml.nvmlClocksEventReasonSwPowerCap, pynvml.nvmlClocksEventReasonSwThermalSlowdown,
+                                 pynvml.nvmlClocksEventReasonGpuIdle, pynvml.nvmlClocksEventReasonSyncBoost])
+def test_the_drivers_own_limits_are_not_a_warning(bit):
+    assert _health_of(lambda g: setattr(g, "clocks_event_reasons", bit))[1]["status"] == "ok"
+
+
+@pytest.mark.parametrize("value,message", [
+    ("sw_power_cap", "gpus[0].clocks_event_reasons must be a list or null, got str"),
+    ([4], "gpus[0].clocks_event_reasons[0] must be a string, got int"),
+    ({"gpu_percent": "97"}, "gpus[0].utilization.gpu_percent must be an integer or null, got str"),
+])
+def test_replayed_throttle_fields_of_the_wrong_type_are_refused(fixtures_dir, value, message):
+    facts = json.loads((fixtures_dir / "nvml" / "l40s.json").read_text())
+    key = "utilization" if isinstance(value, dict) else "clocks_event_reasons"
+    facts["gpus"][0][key] = value
+    assert message in collector.check_facts(facts)

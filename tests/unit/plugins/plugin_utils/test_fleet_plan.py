@@ -201,6 +201,19 @@ def test_invalid_mig_layout_names_the_host_and_the_gpu(tmp_path):
     assert h["c"]["valid"] and h["c"]["capacity"]["resources"] == {"nvidia.com/gpu": 56}   # single strategy
 
 
+def test_gpus_that_nvml_cannot_read_are_named_not_called_missing(tmp_path):
+    unread = dict(fixture("no-gpu"), pci_gpu_count=1,
+                  reason="NVML cannot read the 1 NVIDIA GPU(s) on the PCI bus: libnvidia-ml.so.1 not found")
+    unread["health"] = {"status": "critical", "reasons": [unread["reason"]]}
+    out = plan(tmp_path, {"unread": (unread, {"mig_config": MIG, "mig_config_name": "all-disabled"}),
+                          "cpu": ("no-gpu", {})})
+    host = out["hosts"]["unread"]
+    assert unread["reason"] in host["warnings"] and not [w for w in host["warnings"] if "no NVIDIA GPU" in w]
+    assert "MIG cannot be planned: " + unread["reason"] in host["errors"]
+    assert host["health"]["status"] == "critical"
+    assert [w for w in out["hosts"]["cpu"]["warnings"] if w.startswith("no NVIDIA GPU: ")]
+
+
 def test_mig_asked_of_a_node_without_mig_is_a_warning_and_in_the_summary(tmp_path):
     out = plan(tmp_path, {"l40s": ("l40s", {"mig_config": MIG, "mig_config_name": "all-1g.10gb"}),
                           "l40s-off": ("l40s", {"mig_config": MIG, "mig_config_name": "all-disabled"}),

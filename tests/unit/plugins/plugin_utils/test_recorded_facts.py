@@ -110,6 +110,8 @@ def test_a_new_record_is_written_then_left_alone_when_only_time_and_readings_cha
         gpu["power"]["draw_w"] = 412.0
         gpu["memory"]["used_mib"] = 4096
         gpu["compute_processes"] = 3
+        gpu["utilization"] = {"gpu_percent": 97, "memory_percent": 24}
+        gpu["clocks_event_reasons"] = ["sw_power_cap"]
     assert rf.write(path, later) == "unchanged"
     assert (Path(path).read_text(), os.stat(path).st_mtime_ns) == before
     assert json.loads(before[0])["recorded_at"] == "2026-11-25T17:00:00Z"
