@@ -25,13 +25,23 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections.abc import Mapping
+
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import (
-    check_hosts, invalid_values, load_catalog, load_specs, refusal, set_by_tasks)
+    GLOBAL_PREFIX, check_hosts, invalid_values, load_catalog, load_specs, owner, refusal, set_by_tasks)
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import refusal as types_refusal
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import value_problems
+
+
+def _extra_vars(manager):
+    """The names set as extra vars (``-e``, AWX extra_vars) of this run."""
+    extra = getattr(manager, "extra_vars", None)
+    return frozenset(extra) if isinstance(extra, Mapping) else frozenset()
 
 
 class ActionModule(ActionBase):
@@ -69,6 +79,15 @@ class ActionModule(ActionBase):
         result.update(changed=False, checked=checked, unknown=unknown)
         if lines:
             result.update(failed=True, msg=refusal(lines))
+            return result
+        # Versions and batch sizes as the operator set them, before any play copies them (a float version
+        # through "{{ x | string }}" would be planned as "570.19").
+        lines = value_problems([(host, variables) for host, variables, _globals in targets], self._any_value,
+                               lambda name: name.startswith(GLOBAL_PREFIX) or owner(name, catalog["roles"]),
+                               _extra_vars(manager),
+                               lambda host: set_by_tasks(manager, host))
+        if lines:
+            result.update(failed=True, msg=types_refusal(lines))
             return result
         result["msg"] = "No unknown variables among %d checked" % checked
         specs = load_specs()
@@ -109,6 +128,14 @@ class ActionModule(ActionBase):
                                            % (role, exc, name))
             enabled[role] = boolean(value, strict=False)
         return enabled
+
+    def _any_value(self, variables, name):
+        """``variables[name]`` templated: the current host's with this task's templar, another host's (hostvars)
+        by its own view, which templates in that host's context. LookupError when it cannot be known yet."""
+        try:
+            return self._templar.template(variables[name]) if isinstance(variables, dict) else variables[name]
+        except AnsibleError as exc:
+            raise LookupError(to_text(exc))
 
     def _value(self, task_vars, name):
         """The variable's value, templated; LookupError when it reads something not defined yet."""

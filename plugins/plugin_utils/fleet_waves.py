@@ -26,6 +26,7 @@ import re
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.helpers import pct_to_int
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
@@ -40,11 +41,16 @@ class WavesError(fleet_schema.FleetPlanDataError):
     """Rollout settings that no wave can be cut from, naming the variable."""
 
 
-def check_serial(serial):
-    """``serial`` as text (a number of hosts or a percentage); WavesError naming the variable otherwise."""
+def check_serial(serial, variable=SERIAL):
+    """``serial`` as text (a number of hosts or a percentage, above 0); WavesError naming ``variable`` otherwise.
+
+    0 or less would put every host in one wave (Ansible's batching reads it as "all"): "100%" says that."""
     serial = str(serial if serial not in (None, "") else 1).strip()
     if not _SERIAL_RE.match(serial):
-        raise WavesError("%s %r is neither a number of hosts nor a percentage such as 10%%" % (SERIAL, serial))
+        raise WavesError("%s %s is neither a number of hosts nor a percentage such as 10%%" % (variable, shown(serial)))
+    if int(serial.rstrip("%")) <= 0:
+        raise WavesError("%s %s is not above 0: set a number of hosts per wave, or \"100%%\" for every host at once"
+                         % (variable, shown(serial)))
     return serial
 
 

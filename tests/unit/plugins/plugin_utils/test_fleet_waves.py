@@ -34,6 +34,10 @@ def test_unset_is_one_host_at_a_time_and_percentages_follow_ansible():
 @pytest.mark.parametrize("variable, value, message", [
     ("gpuops_upgrade_serial", "ten", "gpuops_upgrade_serial 'ten' is neither a number of hosts nor a percentage such as 10%"),
     ("gpuops_upgrade_serial", "5 hosts", "gpuops_upgrade_serial '5 hosts' is neither"),
+    ("gpuops_upgrade_serial", 0, "gpuops_upgrade_serial '0' is not above 0: set a number of hosts per wave, or "
+                                 "\"100%\" for every host at once"),
+    ("gpuops_upgrade_serial", -1, "gpuops_upgrade_serial '-1' is not above 0"),
+    ("gpuops_upgrade_serial", "0%", "gpuops_upgrade_serial '0%' is not above 0"),
     ("gpuops_upgrade_canary", "maybe", "gpuops_upgrade_canary 'maybe' is not true or false"),
     ("gpuops_upgrade_max_fail_percentage", 150, "gpuops_upgrade_max_fail_percentage 150 is not a percentage from 0 to 100"),
     ("gpuops_upgrade_max_fail_percentage", "some", "gpuops_upgrade_max_fail_percentage 'some' is not a percentage"),
@@ -44,6 +48,10 @@ def test_an_unusable_setting_is_refused_naming_the_variable_and_the_hosts(variab
     with pytest.raises(fw.WavesError) as caught:
         fw.rollout(hosts)
     assert message in str(caught.value) and "(host n01)" in str(caught.value)
+
+
+def test_one_hundred_percent_is_every_host_in_one_wave():
+    assert fw.rollout(_hosts(4, gpuops_upgrade_serial="100%"))["waves"] == [["n00", "n01", "n02", "n03"]]
 
 
 def test_hosts_that_disagree_are_refused_rather_than_one_value_picked():

@@ -1,0 +1,92 @@
+"""A value of the wrong type stops every playbook at its first task, named as the operator set it.
+
+`gpuops_driver_version: 570.190` in an extra-vars file is the YAML float 570.19:
+plan_fleet.yml, upgrade.yml --check and nodes.yml --check copied it with
+`{{ gpuops_driver_version | string }}` and planned a downgrade of every node to
+"570.19". Now check_variables refuses it before any play copies it, naming
+gpuops_driver_version (not nvidia_driver_version, which it would have been
+copied to) and the file or the command line that set it; no other task runs
+and nothing is written. The same for batch sizes of 0 and for any other
+version written as a number.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+# The same copy of inventories/demo, and the same way to break one of its group_vars files.
+from test_plan_fleet_refusals import _append, site  # noqa: F401 pylint: disable=unused-import
+
+pytestmark = pytest.mark.slow
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+CHECK_TASK = "Refuse unknown role and gpuops_* variables"
+FLOAT = ("gpuops_driver_version is the number 570.19, not a string: YAML reads an unquoted version as a number "
+         "(570.190 becomes 570.19, 570.10 becomes 570.1), so quote it, such as gpuops_driver_version: \"570.172.08\"")
+
+
+def _run(repo_root, site, playbook, *extra):
+    out = site / "out"
+    proc = subprocess.run(
+        [PLAYBOOK, "-i", str(site / "inventories" / "demo" / "hosts.yml"), "playbooks/%s.yml" % playbook, "--check",
+         "-e", "gpuops_fleet_report_dir=%s" % (out / "fleet"), "-e", "gpuops_k8s_render_dir=%s" % (out / "render")]
+        + list(extra),
+        cwd=str(repo_root), capture_output=True, text=True, check=False, timeout=300,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    return proc, out
+
+
+def _refused_first(proc, out):
+    """Refused (rc 2) by the check, the only task that ran, with nothing written."""
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    tasks = re.findall(r"^TASK \[(.*?)\]", proc.stdout, re.M)
+    assert tasks == [CHECK_TASK], tasks
+    assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
+    assert "Finalization of task args" not in proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("playbook", ["plan_fleet", "upgrade", "nodes"])
+def test_a_float_driver_version_in_an_extra_vars_file_is_refused_before_it_is_copied(repo_root, site, playbook):
+    extra = site / "survey.yml"
+    extra.write_text("gpuops_driver_version: 570.190\n")
+    text = _refused_first(*_run(repo_root, site, playbook, "-e", "@%s" % extra))
+    assert "%s (set in extra vars file %s)" % (FLOAT, extra) in text, text[-3000:]
+    # Reported as the operator's variable, never as the one a play would have copied it to.
+    assert "nvidia_driver_version is" not in text and "570.19-" not in text
+
+
+def test_a_float_driver_version_on_the_command_line_is_refused(repo_root, site):
+    text = _refused_first(*_run(repo_root, site, "plan_fleet", "-e", '{"gpuops_driver_version": 570.190}'))
+    assert "%s (set in extra vars (-e on the command line))" % FLOAT in text, text[-3000:]
+
+
+def test_a_driver_version_that_is_no_version_is_reported_as_gpuops_driver_version(repo_root, site):
+    """Not as nvidia_driver_version with the pools' group_vars as its source (what the copy gave)."""
+    extra = site / "survey.yml"
+    extra.write_text('gpuops_driver_version: "570.x"\n')
+    text = _refused_first(*_run(repo_root, site, "upgrade", "-e", "@%s" % extra))
+    assert ("gpuops_driver_version '570.x' is not a driver version: set the full version, quoted, such as "
+            "\"570.172.08\" (set in extra vars file %s)" % extra) in text, text[-3000:]
+    assert "group_vars" not in text
+
+
+def test_a_chart_version_written_as_a_number_is_refused_naming_its_file(repo_root, site):
+    vars_file = site / "inventories" / "demo" / "group_vars" / "k8s_control" / "k8s.yml"
+    vars_file.write_text(vars_file.read_text() + "kueue_chart_version: 0.20\n")
+    text = _refused_first(*_run(repo_root, site, "plan_fleet"))
+    assert ("kueue_chart_version is a number 0.2, not a string: YAML reads an unquoted version as a number (1.10 "
+            "becomes 1.1), so quote it as written, such as kueue_chart_version: \"1.10\" (host localhost; set in %s)"
+            % vars_file) in text, text[-3000:]
+
+
+@pytest.mark.parametrize("serial", ["0", "-1", '"0%"'])
+def test_an_upgrade_serial_of_zero_or_less_is_refused(repo_root, site, serial):
+    """0 or less put every node in one wave; "100%" says that."""
+    vars_file = _append(site, "gpu_nodes", "gpuops_upgrade_serial: %s\n" % serial)
+    text = _refused_first(*_run(repo_root, site, "upgrade"))
+    shown = serial.strip('"')
+    assert ("gpuops_upgrade_serial '%s' is not above 0: set a number of hosts per wave, or \"100%%\" for every host "
+            "at once (10 hosts: " % shown) in text, text[-3000:]
+    assert "; set in %s)" % vars_file in text
