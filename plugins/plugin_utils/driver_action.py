@@ -28,6 +28,7 @@ import re
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown, shown_name, type_words
+from ansible_collections.gpuops.platform.plugins.module_utils._common.typed_args import number_problem
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import decision as rules
 # The version rules the nvidia_driver module applies on the node too (module_utils/_driver/decision.py).
 from ansible_collections.gpuops.platform.plugins.module_utils._driver.decision import (  # noqa: F401  (re-exported)
@@ -57,15 +58,10 @@ def value_problem(variable, value, kind="version"):
     if value is None or value == "":
         return None
     example = EXAMPLE_VERSION if kind == "version" else EXAMPLE_VERSION.split(".", maxsplit=1)[0]
-    if isinstance(value, bool):
-        return ("%s is the boolean %s, not a string: YAML reads an unquoted yes, no, true or false as a boolean, so "
-                "set the %s, quoted, such as %s: \"%s\"" % (variable, shown(value), kind, variable, example))
-    if _is_number(value) and (kind == "version" or not isinstance(value, int)):
-        return ("%s is the number %s, not a string: YAML reads an unquoted %s as a number (570.190 becomes 570.19, "
-                "570.10 becomes 570.1), so quote it, such as %s: \"%s\"" % (variable, shown(value), kind, variable, example))
+    problem = number_problem(variable, value, kind, example)
+    if problem:
+        return problem
     text = value if isinstance(value, str) else str(value)
-    if not isinstance(value, (str, int)):
-        return "%s must be a string such as \"%s\", got %s %s" % (variable, example, type_words(value), shown(value))
     if text != text.strip():
         return ("%s %s has whitespace or a line break around the %s (a YAML block scalar or an untrimmed lookup): "
                 "set the %s alone, quoted, such as %s: \"%s\"" % (variable, shown(text), kind, kind, variable, example))
