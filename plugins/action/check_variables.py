@@ -35,7 +35,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import (
     GLOBAL_PREFIX, check_hosts, invalid_values, load_catalog, load_specs, owner, refusal, set_by_tasks)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import refusal as types_refusal
-from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import value_problems
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import node_name_problems, value_problems
 
 
 def _extra_vars(manager):
@@ -86,6 +86,9 @@ class ActionModule(ActionBase):
                                lambda name: name.startswith(GLOBAL_PREFIX) or owner(name, catalog["roles"]),
                                _extra_vars(manager),
                                lambda host: set_by_tasks(manager, host))
+        # The GPU hosts' Kubernetes node names (L40S-01 is no node's name), as the planner checks them.
+        lines += node_name_problems([(host, variables) for host, variables, _globals in targets
+                                     if "gpu_nodes" in (variables.get("group_names") or ())])
         if lines:
             result.update(failed=True, msg=types_refusal(lines))
             return result

@@ -34,6 +34,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan a
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, fleet_approval, recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_setting_errors
 from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import HealthVerdictError, health_verdict
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import node_name_problem
 
 PLAN_VERSION = 1
 NVIDIA_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{4}10DE\Z")
@@ -159,6 +160,9 @@ def check_settings(hosts):
     for name, hostvars in hosts:
         for variable, message in setting_errors(host_settings(hostvars, name)):
             grouped.setdefault((variable, message), []).append(name)
+        found = node_name_problem(name, hostvars)
+        if found:
+            grouped.setdefault(found, []).append(name)
     return [(variable, message, names) for (variable, message), names in grouped.items()]
 
 

@@ -22,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 from ansible.module_utils.common.text.converters import to_text
 
@@ -29,6 +30,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._common.shown impo
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import value_problem
 from ansible_collections.gpuops.platform.plugins.plugin_utils.fleet_waves import WavesError, check_serial
+from ansible_collections.gpuops.platform.plugins.plugin_utils.jinja_tests import DNS_SUBDOMAIN
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import (
     hosts_phrase, shown_path, variable_sources)
 
@@ -64,6 +66,44 @@ def problem(name, value):
     if value is not None and not isinstance(value, (str, int)):
         return "%s must be a version (a string), got %s %s" % (name, type_words(value), shown(value))
     return None
+
+
+# The variables that give a GPU host's Kubernetes node name, first set first; else the inventory host name.
+NODE_NAME_VARIABLES = ("gpu_nodes_node_name", "mig_k8s_node_name")
+_NODE_NAME = re.compile(DNS_SUBDOMAIN)
+
+
+def node_name_problem(host, variables):
+    """``(variable, message)`` when the Kubernetes node name of ``host`` (its ``gpu_nodes_node_name`` or
+    ``mig_k8s_node_name``, else the inventory host name) is no lowercase RFC 1123 name, else None. A value that is
+    not text is the type check's (fleet_plan.setting_type_errors)."""
+    for variable in NODE_NAME_VARIABLES:
+        value = variables.get(variable) if variable in variables else None
+        if value:
+            break
+    else:
+        variable, value = "inventory_hostname", host
+    if not isinstance(value, str) or (len(value) <= 253 and _NODE_NAME.match(value)):
+        return None
+    if variable == "inventory_hostname":
+        where, fix = "the inventory host name", "name the host as its Kubernetes node is named, or set gpu_nodes_node_name"
+    else:
+        where, fix = variable, "set %s to the node's name as Kubernetes has it" % variable
+    return variable, ("Kubernetes node name %s (%s) is not a lowercase RFC 1123 name (a-z, 0-9, '-' and '.', starting "
+                      "and ending with a letter or digit, at most 253 characters), so no node of the cluster has it: %s"
+                      % (shown(value), where, fix))
+
+
+def node_name_problems(targets):
+    """``[line]``: one line per host of ``targets`` (``[(host, variables)]``) whose node name node_name_problem
+    refuses, naming the variable's files."""
+    lines = []
+    for host, variables in targets:
+        found = node_name_problem(host, variables)
+        if found:
+            files = variable_sources([found[0]], [variables]).get(found[0])
+            lines.append("%s (%s%s)" % (found[1], hosts_phrase([host]), "; set in %s" % ", ".join(files) if files else ""))
+    return lines
 
 
 def _extra_vars_arguments():
@@ -128,4 +168,4 @@ def value_problems(targets, value_of, owned, extra_vars=(), skip=None):
 
 def refusal(lines):
     """The failure message of value_problems' lines."""
-    return "Variables of the wrong type (nothing was planned or changed):\n" + "\n".join(lines)
+    return "Variables of the wrong type or form (nothing was planned or changed):\n" + "\n".join(lines)

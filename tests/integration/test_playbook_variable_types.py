@@ -90,3 +90,39 @@ def test_an_upgrade_serial_of_zero_or_less_is_refused(repo_root, site, serial):
     assert ("gpuops_upgrade_serial '%s' is not above 0: set a number of hosts per wave, or \"100%%\" for every host "
             "at once (10 hosts: " % shown) in text, text[-3000:]
     assert "; set in %s)" % vars_file in text
+
+
+def _add_host(site, name):
+    hosts = site / "inventories" / "demo" / "hosts.yml"
+    text = hosts.read_text()
+    assert "            l40s-[01:04]:\n" in text
+    hosts.write_text(text.replace("            l40s-[01:04]:\n", "            l40s-[01:04]:\n            %s:\n" % name))
+
+
+NODE_NAME = ("Kubernetes node name 'L40S-01' (the inventory host name) is not a lowercase RFC 1123 name (a-z, 0-9, '-' "
+             "and '.', starting and ending with a letter or digit, at most 253 characters), so no node of the cluster "
+             "has it: name the host as its Kubernetes node is named, or set gpu_nodes_node_name (host L40S-01")
+
+
+def test_an_upper_case_node_name_is_refused_by_the_plan(repo_root, site):
+    """L40S-01 beside l40s-01 was planned and put in a wave: no Kubernetes node has that name."""
+    _add_host(site, "L40S-01")
+    proc, out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert NODE_NAME in proc.stdout, proc.stdout[-3000:]
+    assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
+
+
+@pytest.mark.parametrize("playbook", ["upgrade", "nodes"])
+def test_an_upper_case_node_name_is_refused_in_check_mode(repo_root, site, playbook):
+    _add_host(site, "L40S-01")
+    text = _refused_first(*_run(repo_root, site, playbook))
+    assert NODE_NAME in text, text[-3000:]
+
+
+def test_a_node_name_variable_is_checked_and_named_with_its_file(repo_root, site):
+    vars_file = _append(site, "h200_mig", "gpu_nodes_node_name: H200_MIG\n")
+    text = _refused_first(*_run(repo_root, site, "upgrade"))
+    assert ("Kubernetes node name 'H200_MIG' (gpu_nodes_node_name) is not a lowercase RFC 1123 name" in text
+            and "set gpu_nodes_node_name to the node's name as Kubernetes has it (host h200-mig-01; set in %s)"
+            % vars_file in text), text[-3000:]

@@ -62,3 +62,24 @@ def test_a_value_not_known_yet_is_left_to_the_role():
     def unknown(variables, name):
         raise LookupError(name)
     assert vt.value_problems([("a", {"gpuops_driver_version": "{{ later }}"})], unknown, _owned) == []
+
+
+@pytest.mark.parametrize("host, variables, variable", [
+    ("L40S-01", {}, "inventory_hostname"),
+    ("l40s-01", {"gpu_nodes_node_name": "Node_1"}, "gpu_nodes_node_name"),
+    ("l40s-01", {"mig_k8s_node_name": "-x"}, "mig_k8s_node_name"),
+    ("n\u0430me", {}, "inventory_hostname"),
+    ("a" * 254, {}, "inventory_hostname"),
+])
+def test_a_node_name_that_no_kubernetes_node_can_have_is_refused(host, variables, variable):
+    found = vt.node_name_problem(host, variables)
+    assert found and found[0] == variable and "is not a lowercase RFC 1123 name" in found[1]
+    assert "\u0430" not in found[1] and len(found[1]) < 600
+
+
+@pytest.mark.parametrize("host, variables", [
+    ("l40s-01", {}), ("L40S-01", {"gpu_nodes_node_name": "l40s-01"}), ("gpu-1.example.com", {}),
+    ("h", {"gpu_nodes_node_name": 7}),  # not text: the type check's to report
+])
+def test_a_lowercase_rfc_1123_node_name_passes(host, variables):
+    assert vt.node_name_problem(host, variables) is None
