@@ -126,3 +126,14 @@ def test_a_node_name_variable_is_checked_and_named_with_its_file(repo_root, site
     assert ("Kubernetes node name 'H200_MIG' (gpu_nodes_node_name) is not a lowercase RFC 1123 name" in text
             and "set gpu_nodes_node_name to the node's name as Kubernetes has it (host h200-mig-01; set in %s)"
             % vars_file in text), text[-3000:]
+
+
+def test_the_plans_last_failure_has_real_line_breaks(repo_root, site):
+    """Its items were joined with a backslash and an n, shown as such."""
+    path = site / "inventories" / "demo" / "group_vars" / "k8s_control" / "k8s.yml"
+    path.write_text(path.read_text().replace("requests.nvidia.com/gpu: 16", "requests.nvidia.com/gpu: eight"))
+    proc, _out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert re.search(r"1 quota\(s\) cannot be read:\n +- gpu_tenants_list: tenant inference:", proc.stdout), \
+        proc.stdout[-3000:]
+    assert "cannot be read:\\n" not in proc.stdout
