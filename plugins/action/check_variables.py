@@ -33,7 +33,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import (
-    GLOBAL_PREFIX, check_hosts, invalid_values, load_catalog, load_specs, owner, refusal, set_by_tasks)
+    GLOBAL_PREFIX, check_hosts, invalid_values, load_catalog, load_specs, name_sources, owner, refusal, set_by_tasks)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import refusal as types_refusal
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import node_name_problems, value_problems
 
@@ -46,7 +46,7 @@ def _extra_vars(manager):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("roles", "hosts", "globals", "host_globals", "validate"))
+    _VALID_ARGS = frozenset(("roles", "hosts", "globals", "host_globals", "validate", "validate_hosts"))
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
@@ -58,6 +58,7 @@ class ActionModule(ActionBase):
             globals=dict(type="bool", default=True),
             host_globals=dict(type="bool", default=False),
             validate=dict(type="bool", default=False),
+            validate_hosts=dict(type="bool", default=False),
         ))
         catalog = load_catalog()
         if args["roles"] is not None:
@@ -96,8 +97,15 @@ class ActionModule(ActionBase):
         specs = load_specs()
         names = frozenset(task_vars) - set_by_tasks(manager, current)
         if args["validate"]:
-            # The current host's values against the roles' argument specs, as each role's include would.
+            # The current host's values against the roles' argument specs, as each role's include would; with
+            # validate_hosts, the named hosts' too (plan_fleet.yml reads the control host's role variables).
             validated, errors = invalid_values(names, specs, lambda name: self._value(task_vars, name), args["roles"])
+            errors = name_sources(errors, names, [task_vars], _extra_vars(manager), [current])
+            for host, variables, _globals in targets[1:] if args["validate_hosts"] else []:
+                their = frozenset(variables) - set_by_tasks(manager, host)
+                count, found = invalid_values(their, specs, lambda name: self._any_value(variables, name), args["roles"])
+                validated += count
+                errors += name_sources(found, their, [variables], _extra_vars(manager), [host])
             result["validated"] = validated
             if errors:
                 result.update(failed=True, argument_errors=errors,

@@ -169,3 +169,28 @@ def value_problems(targets, value_of, owned, extra_vars=(), skip=None):
 def refusal(lines):
     """The failure message of value_problems' lines."""
     return "Variables of the wrong type or form (nothing was planned or changed):\n" + "\n".join(lines)
+
+
+# The checks of the Kubernetes layer's plans that a role runs before it publishes them (gpu_plan_refusal).
+PLAN_CHECKS = ("gpu_sharing_configs", "gpu_tenants_plan")
+
+
+def plan_refusal(value, check, variable, variables, *args):
+    """``[line]``: the refusal of ``check`` (a planner of plugin_utils/gpu_capacity, one of PLAN_CHECKS) for the
+    operator's ``variable`` (``value``, then ``args`` as the planner takes them), naming the variable, the host and
+    the files that set it; empty when the planner takes the value. A role asserts this before the set_fact that
+    publishes the plan, so the refusal is the collection's own message, not one wrapped in set_fact's."""
+    from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity
+
+    if check not in PLAN_CHECKS:
+        raise ValueError("gpu_plan_refusal: unknown check %s (one of %s)" % (shown(check), ", ".join(PLAN_CHECKS)))
+    try:
+        getattr(gpu_capacity, check)(value, *args)
+    except (gpu_capacity.CapacityError, TypeError, ValueError) as exc:
+        variables = variables or {}
+        files = variable_sources([variable], [variables]).get(variable)
+        host = to_text(variables.get("inventory_hostname") or "")
+        where = [hosts_phrase([host])] if host else []
+        where += ["set in %s" % ", ".join(files)] if files else []
+        return ["%s: %s%s" % (variable, to_text(exc), " (%s)" % "; ".join(where) if where else "")]
+    return []

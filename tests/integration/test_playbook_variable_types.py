@@ -137,3 +137,36 @@ def test_the_plans_last_failure_has_real_line_breaks(repo_root, site):
     assert re.search(r"1 quota\(s\) cannot be read:\n +- gpu_tenants_list: tenant inference:", proc.stdout), \
         proc.stdout[-3000:]
     assert "cannot be read:\\n" not in proc.stdout
+
+
+def _k8s_vars(site, old, new):
+    path = site / "inventories" / "demo" / "group_vars" / "k8s_control" / "k8s.yml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_a_sharing_config_that_is_no_list_is_named_with_its_file_by_the_plan(repo_root, site):
+    """gpu_sharing_configs: 3 gave "Elements value for option 'sharing_configs' is of type str"."""
+    path = site / "inventories" / "demo" / "group_vars" / "k8s_control" / "k8s.yml"
+    path.write_text(path.read_text() + "gpu_sharing_configs: 3\n")
+    text = _refused_first(*_run(repo_root, site, "plan_fleet"))
+    assert ("gpu_sharing_configs must be a list of mappings, got a whole number 3 (host localhost; set in %s)" % path
+            in text), text[-3000:]
+    assert "sharing_configs' is of type str" not in text
+
+
+@pytest.mark.parametrize("old, new, line", [
+    ("    replicas: 4\n", "    replicas: 1\n",
+     "gpu_sharing_configs: sharing config 'ts4': replicas of nvidia.com/gpu is 1, but the device plugin refuses it"),
+    ("    pod_security: baseline\n", "    pod_security: lax\n",
+     "gpu_tenants_list: tenant research: pod_security must be one of privileged, baseline, restricted, got 'lax'"),
+])
+def test_a_sharing_or_tenant_refusal_is_the_collections_own_message(repo_root, site, old, new, line):
+    path = _k8s_vars(site, old, new)
+    proc, out = _run(repo_root, site, "cluster")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    said = re.search(r"^(?:\[ERROR\]: Task failed: Action failed: )?(%s.*)$" % re.escape(line), proc.stdout, re.M)
+    assert said and said.group(1).endswith("(host localhost; set in %s)" % path), proc.stdout[-3000:]
+    assert "Finalization of task args" not in proc.stdout + proc.stderr

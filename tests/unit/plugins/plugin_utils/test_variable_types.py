@@ -83,3 +83,18 @@ def test_a_node_name_that_no_kubernetes_node_can_have_is_refused(host, variables
 ])
 def test_a_lowercase_rfc_1123_node_name_passes(host, variables):
     assert vt.node_name_problem(host, variables) is None
+
+
+def test_a_plan_refusal_names_the_variable_the_host_and_the_file(tmp_path):
+    (tmp_path / "group_vars" / "all").mkdir(parents=True)
+    (tmp_path / "group_vars" / "all" / "k8s.yml").write_text("gpu_sharing_configs:\n  - {name: ts, mode: time-slicing, replicas: 1}\n")
+    variables = {"inventory_hostname": "cp-1", "inventory_dir": str(tmp_path), "group_names": [],
+                 "gpu_sharing_configs": [{"name": "ts", "mode": "time-slicing", "replicas": 1}]}
+    (line,) = vt.plan_refusal(variables["gpu_sharing_configs"], "gpu_sharing_configs", "gpu_sharing_configs", variables,
+                              "single", "")
+    assert line.startswith("gpu_sharing_configs: sharing config 'ts': replicas of nvidia.com/gpu is 1")
+    assert line.endswith("(host cp-1; set in %s)" % (tmp_path / "group_vars" / "all" / "k8s.yml"))
+    assert vt.plan_refusal([{"name": "default", "mode": "none"}], "gpu_sharing_configs", "gpu_sharing_configs",
+                           variables, "single", "default") == []
+    with pytest.raises(ValueError, match="unknown check"):
+        vt.plan_refusal([], "os.system", "x", variables)
