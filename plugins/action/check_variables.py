@@ -25,8 +25,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from collections.abc import Mapping
-
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -35,13 +33,8 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import (
     GLOBAL_PREFIX, check_hosts, invalid_values, load_catalog, load_specs, name_sources, owner, refusal, set_by_tasks)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import refusal as types_refusal
-from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import node_name_problems, value_problems
-
-
-def _extra_vars(manager):
-    """The names set as extra vars (``-e``, AWX extra_vars) of this run."""
-    extra = getattr(manager, "extra_vars", None)
-    return frozenset(extra) if isinstance(extra, Mapping) else frozenset()
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import (
+    extra_var_names, node_name_problems, value_problems)
 
 
 class ActionModule(ActionBase):
@@ -85,7 +78,7 @@ class ActionModule(ActionBase):
         # through "{{ x | string }}" would be planned as "570.19").
         lines = value_problems([(host, variables) for host, variables, _globals in targets], self._any_value,
                                lambda name: name.startswith(GLOBAL_PREFIX) or owner(name, catalog["roles"]),
-                               _extra_vars(manager),
+                               extra_var_names(manager),
                                lambda host: set_by_tasks(manager, host))
         # The GPU hosts' Kubernetes node names (L40S-01 is no node's name), as the planner checks them.
         lines += node_name_problems([(host, variables) for host, variables, _globals in targets
@@ -100,12 +93,12 @@ class ActionModule(ActionBase):
             # The current host's values against the roles' argument specs, as each role's include would; with
             # validate_hosts, the named hosts' too (plan_fleet.yml reads the control host's role variables).
             validated, errors = invalid_values(names, specs, lambda name: self._value(task_vars, name), args["roles"])
-            errors = name_sources(errors, names, [task_vars], _extra_vars(manager), [current])
+            errors = name_sources(errors, names, [task_vars], extra_var_names(manager), [current])
             for host, variables, _globals in targets[1:] if args["validate_hosts"] else []:
                 their = frozenset(variables) - set_by_tasks(manager, host)
                 count, found = invalid_values(their, specs, lambda name: self._any_value(variables, name), args["roles"])
                 validated += count
-                errors += name_sources(found, their, [variables], _extra_vars(manager), [host])
+                errors += name_sources(found, their, [variables], extra_var_names(manager), [host])
             result["validated"] = validated
             if errors:
                 result.update(failed=True, argument_errors=errors,

@@ -23,6 +23,7 @@ __metaclass__ = type
 
 import os
 import re
+from collections.abc import Mapping
 
 from ansible.module_utils.common.text.converters import to_text
 
@@ -104,6 +105,12 @@ def node_name_problems(targets):
             files = variable_sources([found[0]], [variables]).get(found[0])
             lines.append("%s (%s%s)" % (found[1], hosts_phrase([host]), "; set in %s" % ", ".join(files) if files else ""))
     return lines
+
+
+def extra_var_names(manager):
+    """The names set as extra vars (``-e``, AWX extra_vars) of this run, from the VariableManager (None: none)."""
+    extra = getattr(manager, "extra_vars", None)
+    return frozenset(extra) if isinstance(extra, Mapping) else frozenset()
 
 
 def _extra_vars_arguments():

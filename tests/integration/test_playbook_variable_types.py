@@ -170,3 +170,14 @@ def test_a_sharing_or_tenant_refusal_is_the_collections_own_message(repo_root, s
     said = re.search(r"^(?:\[ERROR\]: Task failed: Action failed: )?(%s.*)$" % re.escape(line), proc.stdout, re.M)
     assert said and said.group(1).endswith("(host localhost; set in %s)" % path), proc.stdout[-3000:]
     assert "Finalization of task args" not in proc.stdout + proc.stderr
+
+
+def test_a_gpu_hosts_version_written_as_a_number_is_refused_by_the_planner(repo_root, site):
+    """The GPU hosts run no play of plan_fleet.yml: the planner checks their versions as check_variables would."""
+    vars_file = _append(site, "gpu_nodes", "container_toolkit_version: 1.17\n")
+    proc, out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert ("container_toolkit_version is a number 1.17, not a string: YAML reads an unquoted version as a number "
+            "(1.10 becomes 1.1), so quote it as written, such as container_toolkit_version: \"1.10\" (10 hosts: "
+            in proc.stdout and "; set in %s)" % vars_file in proc.stdout), proc.stdout[-3000:]
+    assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
