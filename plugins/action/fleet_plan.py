@@ -193,7 +193,7 @@ class ActionModule(ActionBase):
         lines = variable_types.value_problems(
             [(n, variables[n]) for n in names], _templated,
             lambda name: name.startswith(GLOBAL_PREFIX) or owner(name, catalog["roles"]), variable_types.extra_var_names(manager),
-            lambda host: set_by_tasks(manager, host) | set(variable_types.DRIVER_KINDS) | set(variable_types.SERIALS))
+            lambda host: set_by_tasks(manager, host) | set(variable_types.DRIVER_KINDS))
         if lines:
             result.update(failed=True, changed=False, msg=variable_types.refusal(lines))
             return result

@@ -38,7 +38,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown, type_words
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown, shown_name, type_words
 from ansible_collections.gpuops.platform.plugins.plugin_utils.jinja_tests import unique
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
@@ -275,7 +275,7 @@ def format_problems(problems_by_host, renamed=None, sources=None):
         files = sources.get(name) or []
         origin = "; set in %s" % ", ".join(files) if files else ""
         lines.append("%s (%s%s): no such variable in %s, so it would be ignored; %s" % (
-            name, hosts_phrase(hosts), origin, where, hint))
+            shown_name(name), hosts_phrase(hosts), origin, where, hint))
     return lines
 
 

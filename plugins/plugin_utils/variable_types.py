@@ -12,7 +12,7 @@ is the float 570.19, and a play that copies it (``{{ gpuops_driver_version | str
 plans "570.19", a downgrade of every node. So every version-like variable (a
 driver version or branch, and any ``*_version`` or ``*_branch``) is checked as
 the operator set it, whatever the source (inventory, ``-e key=value``,
-``-e @file``, AWX extra_vars), and so are the batch sizes (``gpuops_*_serial``).
+``-e @file``, AWX extra_vars), and so are the batch sizes of nodes.yml and mig.yml.
 Each refusal names the variable, the value (bounded, in ASCII), and where it
 was set: the extra vars file, the command line, or the inventory files.
 """
@@ -38,8 +38,9 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources i
 # The driver's exact versions and branch: the driver decision's own check (driver_action.value_problem).
 DRIVER_KINDS = {"gpuops_driver_version": "version", "nvidia_driver_version": "version",
                 "gpu_upgrade_driver_version": "version", "nvidia_driver_branch": "branch"}
-# Batch sizes of the rolling playbooks: a number of hosts above 0 or a percentage ("100%" is every host).
-SERIALS = ("gpuops_upgrade_serial", "gpuops_nodes_serial", "gpuops_mig_serial")
+# Batch sizes of the rolling playbooks' serial keyword: a number of hosts above 0 or a percentage ("100%" is every
+# host). gpuops_upgrade_serial is the waves' (plugin_utils/fleet_waves), checked where they are cut.
+SERIALS = ("gpuops_nodes_serial", "gpuops_mig_serial")
 
 
 def checked(name, owned):

@@ -81,15 +81,27 @@ def test_a_chart_version_written_as_a_number_is_refused_naming_its_file(repo_roo
             % vars_file) in text, text[-3000:]
 
 
-@pytest.mark.parametrize("serial", ["0", "-1", '"0%"'])
-def test_an_upgrade_serial_of_zero_or_less_is_refused(repo_root, site, serial):
-    """0 or less put every node in one wave; "100%" says that."""
+@pytest.mark.parametrize("serial, playbooks", [("0", ["plan_fleet", "upgrade"]), ("-1", ["upgrade"]),
+                                               ('"0%"', ["upgrade"])])
+def test_an_upgrade_serial_of_zero_or_less_is_refused(repo_root, site, serial, playbooks):
+    """0 or less put every node in one wave; "100%" says that. Refused where the waves are cut, before any change."""
     vars_file = _append(site, "gpu_nodes", "gpuops_upgrade_serial: %s\n" % serial)
-    text = _refused_first(*_run(repo_root, site, "upgrade"))
-    shown = serial.strip('"')
-    assert ("gpuops_upgrade_serial '%s' is not above 0: set a number of hosts per wave, or \"100%%\" for every host "
-            "at once (10 hosts: " % shown) in text, text[-3000:]
-    assert "; set in %s)" % vars_file in text
+    for playbook in playbooks:
+        proc, out = _run(repo_root, site, playbook)
+        assert proc.returncode == 2, proc.stdout[-3000:]
+        assert ("gpuops_upgrade_serial '%s' is not above 0: set a number of hosts per wave, or \"100%%\" for every "
+                "host at once (10 hosts: " % serial.strip('"')) in proc.stdout, proc.stdout[-3000:]
+        assert "; set in %s)" % vars_file in proc.stdout
+        assert "PLAY [Upgrade the NVIDIA driver and toolkit, wave by wave]" not in proc.stdout
+        assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
+
+
+@pytest.mark.parametrize("playbook", ["nodes", "mig"])
+def test_a_play_serial_of_zero_is_refused_at_the_first_task(repo_root, site, playbook):
+    variable = "gpuops_%s_serial" % playbook
+    vars_file = _append(site, "gpu_nodes", "%s: 0\n" % variable)
+    text = _refused_first(*_run(repo_root, site, playbook))
+    assert "%s '0' is not above 0" % variable in text and "; set in %s)" % vars_file in text, text[-3000:]
 
 
 def _add_host(site, name):

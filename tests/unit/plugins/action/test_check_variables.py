@@ -350,3 +350,12 @@ def test_validate_names_where_each_refused_variable_was_set(tmp_path):
     assert result["argument_errors"] == [
         "gpu_sharing_configs must be a list of mappings, got a whole number 3 (host localhost; set in %s)"
         % (tmp_path / "group_vars" / "all" / "k8s.yml")]
+
+
+def test_a_lookalike_name_is_shown_escaped():
+    """gpu_sharing_c\u043enfigs (a Cyrillic o) looks like the real name: the message shows which character it is."""
+    catalog = {"roles": {"gpu_sharing": {"gpu_sharing_configs"}}, "globals": set(), "renamed": {}}
+    problems = cv.unknown_variables(["gpu_sharing_c\u043enfigs"], catalog)
+    (line,) = cv.format_problems([("gpu-\u0430", problems)])
+    assert line.startswith("'gpu_sharing_c\\u043enfigs' (host 'gpu-\\u0430'): no such variable in role gpu_sharing")
+    assert line.isascii()

@@ -25,8 +25,8 @@ def test_a_version_or_serial_of_the_wrong_type_is_refused(name, value, words):
 
 @pytest.mark.parametrize("name, value", [
     ("gpuops_driver_version", "570.172.08"), ("gpuops_driver_version", ""), ("nvidia_driver_branch", 570),
-    ("kueue_chart_version", "0.19.2"), ("dra_driver_min_driver_version", 580), ("gpuops_upgrade_serial", "100%"),
-    ("gpuops_upgrade_serial", 3),
+    ("kueue_chart_version", "0.19.2"), ("dra_driver_min_driver_version", 580), ("gpuops_nodes_serial", "100%"),
+    ("gpuops_nodes_serial", 3), ("gpuops_nodes_serial", ""),
 ])
 def test_good_values_pass(name, value):
     assert vt.problem(name, value) is None
@@ -48,13 +48,13 @@ def test_an_extra_var_is_named_with_the_file_that_set_it(tmp_path):
 
 
 def test_problems_group_their_hosts_and_skip_what_tasks_set():
-    targets = [("a", {"gpuops_upgrade_serial": 0}), ("b", {"gpuops_upgrade_serial": 0}),
-               ("c", {"gpuops_upgrade_serial": 0})]
+    targets = [("a", {"gpuops_nodes_serial": 0}), ("b", {"gpuops_nodes_serial": 0}),
+               ("c", {"gpuops_nodes_serial": 0})]
     lines = vt.value_problems(targets, lambda variables, name: variables[name], _owned,
-                              skip=lambda host: {"gpuops_upgrade_serial"} if host == "c" else set())
-    assert lines == ["gpuops_upgrade_serial '0' is not above 0: set a number of hosts per wave, or \"100%\" for every "
+                              skip=lambda host: {"gpuops_nodes_serial"} if host == "c" else set())
+    assert lines == ["gpuops_nodes_serial '0' is not above 0: set a number of hosts per wave, or \"100%\" for every "
                      "host at once (2 hosts: a, b)"]
-    extra = vt.value_problems(targets[:1], lambda variables, name: variables[name], _owned, {"gpuops_upgrade_serial"})
+    extra = vt.value_problems(targets[:1], lambda variables, name: variables[name], _owned, {"gpuops_nodes_serial"})
     assert extra[0].endswith("(set in extra vars)")
 
 
