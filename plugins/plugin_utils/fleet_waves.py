@@ -58,7 +58,7 @@ def check_canary(canary):
     try:
         return boolean(False if canary in (None, "") else canary, strict=True)
     except TypeError:
-        raise WavesError("%s %r is not true or false" % (CANARY, canary))
+        raise WavesError("%s %s is not true or false" % (CANARY, shown(canary)))
 
 
 def check_max_fail(value):
@@ -70,7 +70,7 @@ def check_max_fail(value):
     except ValueError:
         number = None
     if number is None or not 0 <= number <= 100:
-        raise WavesError("%s %r is not a percentage from 0 to 100" % (MAX_FAIL, value))
+        raise WavesError("%s %s is not a percentage from 0 to 100" % (MAX_FAIL, shown(value)))
     return int(number) if number == int(number) else number
 
 
@@ -118,7 +118,7 @@ def settings(hosts):
         if len(values) > 1:
             raise WavesError("%s is not the same for every host, and upgrade.yml runs one rollout: %s; set it once "
                              "for the fleet (group_vars/all or group_vars/gpu_nodes, or -e)" % (variable, "; ".join(
-                                 "%r for %s" % (value, hosts_phrase(names)) for value, names in values.items())))
+                                 "%s for %s" % (shown(value), hosts_phrase(names)) for value, names in values.items())))
         out[variable] = next(iter(values)) if values else _CHECKS[variable](None)
     return out
 

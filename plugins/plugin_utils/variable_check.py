@@ -38,7 +38,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown, shown_name, type_words
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import MAX_SHOWN, shown, shown_name, type_words
 from ansible_collections.gpuops.platform.plugins.plugin_utils.jinja_tests import unique
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
@@ -150,8 +150,14 @@ def invalid_values(names, specs, value_of, roles=None):
             del spec[name], values[name]
     result = ArgumentSpecValidator(spec).validate(values)
     # A message may quote the value (a choice, a conversion): a no_log option's never shows.
-    return len(spec) + len(errors), errors + remove_values([to_text(e) for e in result.error_messages],
-                                                           result._no_log_values)
+    # ansible-core's messages quote the value whole (a 1 MiB string, 1 MiB of message): each is cut.
+    return len(spec) + len(errors), errors + [_bounded(e) for e in remove_values(
+        [to_text(e) for e in result.error_messages], result._no_log_values)]
+
+
+def _bounded(message, limit=4 * MAX_SHOWN):
+    """``message`` cut after ``limit`` characters, its length given."""
+    return message if len(message) <= limit else "%s... (%d characters)" % (message[:limit], len(message))
 
 
 def _shape_problem(name, option, value):

@@ -359,3 +359,10 @@ def test_a_lookalike_name_is_shown_escaped():
     (line,) = cv.format_problems([("gpu-\u0430", problems)])
     assert line.startswith("'gpu_sharing_c\\u043enfigs' (host 'gpu-\\u0430'): no such variable in role gpu_sharing")
     assert line.isascii()
+
+
+def test_validate_never_echoes_a_huge_value_whole():
+    specs = {"demo": {"demo_mode": {"type": "str", "choices": ["x"]}}}
+    checked, (error,) = cv.invalid_values({"demo_mode"}, specs, {"demo_mode": "y" * (1024 * 1024)}.__getitem__)
+    assert error.startswith("value of demo_mode must be one of: x, got: yyy") and len(error) < 1000
+    assert error.endswith("... (%d characters)" % len("value of demo_mode must be one of: x, got: " + "y" * (1024 * 1024)))

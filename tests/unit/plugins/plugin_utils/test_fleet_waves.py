@@ -269,3 +269,10 @@ def test_a_plan_that_names_no_host_of_the_run_is_refused_unless_the_run_is_a_job
             fa.of_this_run(plan_, "p.json", names, names)
     with pytest.raises(fa.ApprovalError, match=r"names none of this run's hosts \(no hosts\)"):
         fa.of_this_run(plan, "p.json", [], [])
+
+
+def test_a_huge_setting_is_cut_in_the_message():
+    hosts = _hosts(2, gpuops_upgrade_max_fail_percentage="9" * (1024 * 1024))
+    with pytest.raises(fw.WavesError) as caught:
+        fw.rollout(hosts)
+    assert len(str(caught.value)) < 1000 and "(1048576 characters)" in str(caught.value)
