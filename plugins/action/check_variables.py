@@ -31,12 +31,15 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import (
-    check_hosts, invalid_values, load_catalog, load_specs, refusal, set_by_tasks)
+    GLOBAL_PREFIX, check_hosts, invalid_values, load_catalog, load_specs, name_sources, owner, refusal, set_by_tasks)
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import refusal as types_refusal
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import (
+    extra_var_names, node_name_problems, value_problems)
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("roles", "hosts", "globals", "host_globals", "validate"))
+    _VALID_ARGS = frozenset(("roles", "hosts", "globals", "host_globals", "validate", "validate_hosts"))
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
@@ -48,6 +51,7 @@ class ActionModule(ActionBase):
             globals=dict(type="bool", default=True),
             host_globals=dict(type="bool", default=False),
             validate=dict(type="bool", default=False),
+            validate_hosts=dict(type="bool", default=False),
         ))
         catalog = load_catalog()
         if args["roles"] is not None:
@@ -70,12 +74,31 @@ class ActionModule(ActionBase):
         if lines:
             result.update(failed=True, msg=refusal(lines))
             return result
+        # Versions and batch sizes as the operator set them, before any play copies them (a float version
+        # through "{{ x | string }}" would be planned as "570.19").
+        lines = value_problems([(host, variables) for host, variables, _globals in targets], self._any_value,
+                               lambda name: name.startswith(GLOBAL_PREFIX) or owner(name, catalog["roles"]),
+                               extra_var_names(manager),
+                               lambda host: set_by_tasks(manager, host))
+        # The GPU hosts' Kubernetes node names (L40S-01 is no node's name), as the planner checks them.
+        lines += node_name_problems([(host, variables) for host, variables, _globals in targets
+                                     if "gpu_nodes" in (variables.get("group_names") or ())])
+        if lines:
+            result.update(failed=True, msg=types_refusal(lines))
+            return result
         result["msg"] = "No unknown variables among %d checked" % checked
         specs = load_specs()
         names = frozenset(task_vars) - set_by_tasks(manager, current)
         if args["validate"]:
-            # The current host's values against the roles' argument specs, as each role's include would.
+            # The current host's values against the roles' argument specs, as each role's include would; with
+            # validate_hosts, the named hosts' too (plan_fleet.yml reads the control host's role variables).
             validated, errors = invalid_values(names, specs, lambda name: self._value(task_vars, name), args["roles"])
+            errors = name_sources(errors, names, [task_vars], extra_var_names(manager), [current])
+            for host, variables, _globals in targets[1:] if args["validate_hosts"] else []:
+                their = frozenset(variables) - set_by_tasks(manager, host)
+                count, found = invalid_values(their, specs, lambda name: self._any_value(variables, name), args["roles"])
+                validated += count
+                errors += name_sources(found, their, [variables], extra_var_names(manager), [host])
             result["validated"] = validated
             if errors:
                 result.update(failed=True, argument_errors=errors,
@@ -109,6 +132,14 @@ class ActionModule(ActionBase):
                                            % (role, exc, name))
             enabled[role] = boolean(value, strict=False)
         return enabled
+
+    def _any_value(self, variables, name):
+        """``variables[name]`` templated: the current host's with this task's templar, another host's (hostvars)
+        by its own view, which templates in that host's context. LookupError when it cannot be known yet."""
+        try:
+            return self._templar.template(variables[name]) if isinstance(variables, dict) else variables[name]
+        except AnsibleError as exc:
+            raise LookupError(to_text(exc))
 
     def _value(self, task_vars, name):
         """The variable's value, templated; LookupError when it reads something not defined yet."""

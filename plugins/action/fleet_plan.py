@@ -15,7 +15,7 @@ import os
 from collections import ChainMap
 from collections.abc import Mapping
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.vars.hostvars import HostVarsVars
@@ -24,7 +24,9 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils import (
     documents, fleet_approval, fleet_plan, fleet_report, fleet_schema, fleet_views, fleet_waves, recorded_facts)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import refusal_lines
-from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import check_hosts, load_catalog, refusal
+from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_types
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import (
+    GLOBAL_PREFIX, check_hosts, load_catalog, owner, refusal, set_by_tasks)
 
 ARGS = {
     "facts_dir": {"type": "path"},
@@ -130,6 +132,14 @@ class _Variables(Mapping):
         return len(self._variables)
 
 
+def _templated(variables, name):
+    """One host's variable, templated; LookupError when it reads something not defined yet."""
+    try:
+        return variables[name]
+    except AnsibleError as exc:
+        raise LookupError(to_text(exc))
+
+
 def read_variables(hostvars, names, loader):
     """``{name: variables}`` of ``names``: one read of each host's variables serves every check and the plan.
 
@@ -173,10 +183,19 @@ class ActionModule(ActionBase):
         variables = read_variables(hostvars, names, self._loader)
         # Before anything is planned or written: a misspelt variable (nvidia_driver_verison) would be ignored and
         # its host planned with the default. The hosts run no play of their own, so their gpuops_* are checked too.
-        _checked, _names, lines = check_hosts([(n, variables[n], True) for n in names],
-                                              getattr(hostvars, "_variable_manager", None), load_catalog())
+        manager, catalog = getattr(hostvars, "_variable_manager", None), load_catalog()
+        _checked, _names, lines = check_hosts([(n, variables[n], True) for n in names], manager, catalog)
         if lines:
             result.update(failed=True, changed=False, msg=refusal(lines))
+            return result
+        # Their other versions (container_toolkit_version: 1.17 is a number), as check_variables checks a play's
+        # hosts; the driver settings and the rollout's serial are the planner's own checks below.
+        lines = variable_types.value_problems(
+            [(n, variables[n]) for n in names], _templated,
+            lambda name: name.startswith(GLOBAL_PREFIX) or owner(name, catalog["roles"]), variable_types.extra_var_names(manager),
+            lambda host: set_by_tasks(manager, host) | set(variable_types.DRIVER_KINDS))
+        if lines:
+            result.update(failed=True, changed=False, msg=variable_types.refusal(lines))
             return result
         hosts = [(n, variables[n]) for n in names]
         if not args["facts_dir"]:

@@ -68,6 +68,13 @@ options:
         their variables are validated once instead of by an argument validation task per include. Only the
         variables that are set are validated; C(required) and C(default) stay with the role's own include, and a
         value that reads a variable not defined yet is left to the role.
+      - Each refusal names the host and the inventory file (or extra vars) that set the variable.
+    type: bool
+    default: false
+  validate_hosts:
+    description:
+      - With O(validate), also validate the role variables of the hosts named in O(hosts), each in its own
+        context (C(plan_fleet.yml) reads the control host's, such as C(gpu_sharing_configs), on the controller).
     type: bool
     default: false
 extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller, gpuops.platform.attributes.read_only]

@@ -134,7 +134,8 @@ options:
         description:
           - The installed driver version, for example from C(ansible_facts.nvidia.driver_version) of
             M(gpuops.platform.nvml_facts). Read from C(/sys/module/nvidia/version) when not given.
-        type: str
+          - A string, quoted in YAML; a number (V(570.190) unquoted is the number 570.19) is refused.
+        type: raw
       nvidia_ctk_path:
         description: The C(nvidia-ctk) executable. Looked up on C(PATH) when not given.
         type: path
@@ -291,6 +292,7 @@ cdi:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.typed_args import version_arguments
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR, ConfigError
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.cdi import DEFAULT_CDI_SPEC, SYSTEMD_UNIT_DIRS, handle_cdi
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.files import write_edits
@@ -311,7 +313,8 @@ ARGUMENT_SPEC = dict(
         generate=dict(type="bool", default=False),
         output=dict(type="path", default=DEFAULT_CDI_SPEC),
         force=dict(type="bool", default=False),
-        driver_version=dict(type="str"),
+        # raw: a version given as a number is refused (version_arguments), never read as "570.19".
+        driver_version=dict(type="raw"),
         nvidia_ctk_path=dict(type="path"),
     )),
     backup=dict(type="bool", default=False),
@@ -321,6 +324,7 @@ ARGUMENT_SPEC = dict(
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
+    version_arguments(module, params["cdi"], versions=("driver_version",), prefix="cdi.")
     conflict = check_params(params)
     if conflict:
         module.fail_json(msg=conflict)

@@ -48,12 +48,14 @@ options:
     description:
       - Driver branch to follow, the major version such as V(570).
       - Taken from O(version) when that is set.
-    type: str
+      - A string (a whole number is read as one); a boolean or a fraction is refused.
+    type: raw
   version:
     description:
       - Exact driver version such as V(570.172.08). Holds the driver there.
       - With O(source=runfile) it is taken from the installer's file name when not set.
-    type: str
+      - A string, quoted in YAML; a number (V(570.190) unquoted is the number 570.19) is refused.
+    type: raw
   open:
     description:
       - Use NVIDIA's open GPU kernel modules (Turing and newer, the default since 560).
@@ -134,7 +136,7 @@ options:
     choices: [auto, 'true', 'false']
     default: auto
   nvswitch_count:
-    description: NVSwitch count known from facts (for example NVML), added to the PCI scan's.
+    description: NVSwitch count known from facts (for example NVML), added to the PCI scan's; 0 or more.
     type: int
     default: 0
   dcgm:
@@ -362,14 +364,16 @@ warnings_list:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.typed_args import count_arguments, version_arguments
 from ansible_collections.gpuops.platform.plugins.module_utils._driver.converge import Converger, DriverError
 
 
 def argument_spec():
     return dict(
         state=dict(type="str", default="present", choices=["present", "latest", "absent"]),
-        branch=dict(type="str"),
-        version=dict(type="str"),
+        # raw: a version given as a number is refused (version_arguments), never read as "570.19".
+        branch=dict(type="raw"),
+        version=dict(type="raw"),
         open=dict(type="bool", default=True),
         allow_downgrade=dict(type="bool", default=False),
         source=dict(type="str", default="cuda", choices=["cuda", "distro", "mirror", "runfile"]),
@@ -402,6 +406,8 @@ def main():
         required_together=[("mok_signing_key", "mok_certificate"), ("mirror_username", "mirror_password")],
         supports_check_mode=True,
     )
+    version_arguments(module, module.params, versions=("version",), branches=("branch",))
+    count_arguments(module, module.params, ("nvswitch_count",))
     # A URL with user:password@ is refused, but the arguments echoed with the
     # result (invocation.module_args) would still carry it: mask the whole URL
     # (masking only a short userinfo would mangle every other match in the output).

@@ -27,6 +27,8 @@ import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown, shown_name, type_words
+from ansible_collections.gpuops.platform.plugins.module_utils._common.typed_args import number_problem
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import decision as rules
 # The version rules the nvidia_driver module applies on the node too (module_utils/_driver/decision.py).
 from ansible_collections.gpuops.platform.plugins.module_utils._driver.decision import (  # noqa: F401  (re-exported)
@@ -56,21 +58,18 @@ def value_problem(variable, value, kind="version"):
     if value is None or value == "":
         return None
     example = EXAMPLE_VERSION if kind == "version" else EXAMPLE_VERSION.split(".", maxsplit=1)[0]
-    if isinstance(value, bool) or (_is_number(value) and (kind == "version" or not isinstance(value, int))):
-        return ("%s is the %s %r, not a string: YAML reads an unquoted %s as a number (570.190 becomes 570.19, "
-                "570.10 becomes 570.1), so quote it, such as %s: \"%s\""
-                % (variable, "boolean" if isinstance(value, bool) else "number", value, kind, variable, example))
+    problem = number_problem(variable, value, kind, example)
+    if problem:
+        return problem
     text = value if isinstance(value, str) else str(value)
-    if not isinstance(value, (str, int)):
-        return "%s must be a string such as \"%s\", got %s %r" % (variable, example, type(value).__name__, value)
     if text != text.strip():
-        return ("%s %r has whitespace or a line break around the %s (a YAML block scalar or an untrimmed lookup): "
-                "set the %s alone, quoted, such as %s: \"%s\"" % (variable, text, kind, kind, variable, example))
+        return ("%s %s has whitespace or a line break around the %s (a YAML block scalar or an untrimmed lookup): "
+                "set the %s alone, quoted, such as %s: \"%s\"" % (variable, shown(text), kind, kind, variable, example))
     if kind == "version" and not VERSION_RE.fullmatch(text):
-        return ("%s %r is not a driver version: set the full version, quoted, such as \"%s\""
-                % (variable, text, example))
+        return ("%s %s is not a driver version: set the full version, quoted, such as \"%s\""
+                % (variable, shown(text), example))
     if kind == "branch" and not BRANCH_RE.fullmatch(text):
-        return ("%s %r is not a driver branch: set the major version only, such as \"%s\"" % (variable, text, example))
+        return ("%s %s is not a driver branch: set the major version only, such as \"%s\"" % (variable, shown(text), example))
     return None
 
 
@@ -130,7 +129,7 @@ def _shown(settings):
     """The wanted driver as the settings give it, for a plan that cannot use them."""
     version, branch = settings.get("nvidia_driver_version"), settings.get("nvidia_driver_branch")
     value, what = (version, "%s") if version not in (None, "") else (branch, "branch %s")
-    return what % (value if isinstance(value, str) else "%r (a %s)" % (value, type(value).__name__))
+    return what % (shown_name(value) if isinstance(value, str) else "%s (%s)" % (shown(value), type_words(value)))
 
 
 def driver_action(settings, facts, version_variable="nvidia_driver_version"):

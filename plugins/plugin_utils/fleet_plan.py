@@ -29,11 +29,13 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity as capacity
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown, type_words
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents, fleet_approval, recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import driver_action, driver_setting_errors
 from ansible_collections.gpuops.platform.plugins.plugin_utils.health_verdict import HealthVerdictError, health_verdict
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_types import node_name_problem
 
 PLAN_VERSION = 1
 NVIDIA_DEVICE_ID = re.compile(r"^0x[0-9A-Fa-f]{4}10DE\Z")
@@ -90,12 +92,12 @@ def setting_type_errors(settings):
         value = settings.get(key)
         if value is None or isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
             continue
-        errors.append("%s must be %s, got %s %r" % (SETTING_VARIABLES.get(key, key), " or ".join(
+        errors.append("%s must be %s, got %s %s" % (SETTING_VARIABLES.get(key, key), " or ".join(
             {str: "a string", int: "a number", float: "a number", bool: "true or false", dict: "a mapping"}[k]
-            for k in kinds if k is not float), type(value).__name__, value))
+            for k in kinds if k is not float), type_words(value), shown(value)))
     labels = settings.get("labels")
     if isinstance(labels, dict) and not all(isinstance(k, str) for k in labels):
-        errors.append("gpu_nodes_host_labels must map label names (strings) to values, got %r" % (labels,))
+        errors.append("gpu_nodes_host_labels must map label names (strings) to values, got %s" % (shown(labels),))
     return errors
 
 
@@ -159,6 +161,9 @@ def check_settings(hosts):
     for name, hostvars in hosts:
         for variable, message in setting_errors(host_settings(hostvars, name)):
             grouped.setdefault((variable, message), []).append(name)
+        found = node_name_problem(name, hostvars)
+        if found:
+            grouped.setdefault(found, []).append(name)
     return [(variable, message, names) for (variable, message), names in grouped.items()]
 
 

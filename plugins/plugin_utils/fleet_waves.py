@@ -26,6 +26,7 @@ import re
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.helpers import pct_to_int
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_schema
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
@@ -40,11 +41,16 @@ class WavesError(fleet_schema.FleetPlanDataError):
     """Rollout settings that no wave can be cut from, naming the variable."""
 
 
-def check_serial(serial):
-    """``serial`` as text (a number of hosts or a percentage); WavesError naming the variable otherwise."""
+def check_serial(serial, variable=SERIAL):
+    """``serial`` as text (a number of hosts or a percentage, above 0); WavesError naming ``variable`` otherwise.
+
+    0 or less would put every host in one wave (Ansible's batching reads it as "all"): "100%" says that."""
     serial = str(serial if serial not in (None, "") else 1).strip()
     if not _SERIAL_RE.match(serial):
-        raise WavesError("%s %r is neither a number of hosts nor a percentage such as 10%%" % (SERIAL, serial))
+        raise WavesError("%s %s is neither a number of hosts nor a percentage such as 10%%" % (variable, shown(serial)))
+    if int(serial.rstrip("%")) <= 0:
+        raise WavesError("%s %s is not above 0: set a number of hosts per wave, or \"100%%\" for every host at once"
+                         % (variable, shown(serial)))
     return serial
 
 
@@ -52,7 +58,7 @@ def check_canary(canary):
     try:
         return boolean(False if canary in (None, "") else canary, strict=True)
     except TypeError:
-        raise WavesError("%s %r is not true or false" % (CANARY, canary))
+        raise WavesError("%s %s is not true or false" % (CANARY, shown(canary)))
 
 
 def check_max_fail(value):
@@ -64,7 +70,7 @@ def check_max_fail(value):
     except ValueError:
         number = None
     if number is None or not 0 <= number <= 100:
-        raise WavesError("%s %r is not a percentage from 0 to 100" % (MAX_FAIL, value))
+        raise WavesError("%s %s is not a percentage from 0 to 100" % (MAX_FAIL, shown(value)))
     return int(number) if number == int(number) else number
 
 
@@ -112,7 +118,7 @@ def settings(hosts):
         if len(values) > 1:
             raise WavesError("%s is not the same for every host, and upgrade.yml runs one rollout: %s; set it once "
                              "for the fleet (group_vars/all or group_vars/gpu_nodes, or -e)" % (variable, "; ".join(
-                                 "%r for %s" % (value, hosts_phrase(names)) for value, names in values.items())))
+                                 "%s for %s" % (shown(value), hosts_phrase(names)) for value, names in values.items())))
         out[variable] = next(iter(values)) if values else _CHECKS[variable](None)
     return out
 

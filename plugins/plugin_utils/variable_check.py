@@ -28,6 +28,8 @@ __metaclass__ = type
 
 import difflib
 import os
+import re
+from collections.abc import Mapping
 
 import yaml
 
@@ -36,6 +38,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import MAX_SHOWN, shown, shown_name, type_words
 from ansible_collections.gpuops.platform.plugins.plugin_utils.jinja_tests import unique
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
@@ -138,9 +141,61 @@ def invalid_values(names, specs, value_of, roles=None):
             del spec[name]
     if not spec:
         return 0, []
+    # A list or a mapping given as something else: said in words here, as ansible-core would convert it first
+    # (gpu_sharing_configs: 3 became ["3"], refused as "Elements value ... is of type str").
+    shaped = [(name, _shape_problem(name, spec[name], values[name])) for name in sorted(spec)]
+    errors = [problem for _name, problem in shaped if problem]
+    for name, problem in shaped:
+        if problem:
+            del spec[name], values[name]
     result = ArgumentSpecValidator(spec).validate(values)
     # A message may quote the value (a choice, a conversion): a no_log option's never shows.
-    return len(spec), remove_values([to_text(e) for e in result.error_messages], result._no_log_values)
+    # ansible-core's messages quote the value whole (a 1 MiB string, 1 MiB of message): each is cut.
+    return len(spec) + len(errors), errors + [_bounded(e) for e in remove_values(
+        [to_text(e) for e in result.error_messages], result._no_log_values)]
+
+
+def _bounded(message, limit=4 * MAX_SHOWN):
+    """``message`` cut after ``limit`` characters, its length given."""
+    return message if len(message) <= limit else "%s... (%d characters)" % (message[:limit], len(message))
+
+
+def _shape_problem(name, option, value):
+    """Why ``value`` is not the list or mapping (or list of mappings) ``option`` asks for, or None."""
+    kind, elements = option.get("type"), option.get("elements")
+    if value is None or option.get("no_log"):
+        return None
+    if kind == "list" and elements == "dict" and not isinstance(value, (list, tuple)):
+        return "%s must be a list of mappings, got %s %s" % (name, type_words(value), shown(value))
+    if kind == "list" and elements == "dict":
+        for position, item in enumerate(value):
+            if not isinstance(item, Mapping):
+                return "%s[%d] must be a mapping, got %s %s" % (name, position, type_words(item), shown(item))
+    if kind == "list" and not isinstance(value, (list, tuple, str)):
+        return "%s must be a list, got %s %s" % (name, type_words(value), shown(value))
+    if kind == "dict" and not isinstance(value, (Mapping, str)):
+        return "%s must be a mapping, got %s %s" % (name, type_words(value), shown(value))
+    return None
+
+
+def name_sources(errors, names, variables_list, extra_vars=frozenset(), hosts=None):
+    """``errors`` (messages that name a variable of ``names``) each followed by where that variable was set:
+    ``(host h; set in <file>)`` from the inventory files of ``variables_list``, or ``(set in extra vars)``."""
+    ordered = sorted((to_text(n) for n in names), key=len, reverse=True)
+    out = []
+    for error in errors:
+        name = next((n for n in ordered if re.search(r"(?<![\w])%s(?![\w])" % re.escape(n), error)), None)
+        where = []
+        if hosts:
+            where.append(hosts_phrase(hosts))
+        if name in extra_vars:
+            where.append("set in extra vars")
+        elif name:
+            files = variable_sources([name], variables_list).get(name)
+            if files:
+                where.append("set in %s" % ", ".join(files))
+        out.append("%s (%s)" % (error, "; ".join(where)) if where else error)
+    return out
 
 
 def owner(name, roles):
@@ -226,7 +281,7 @@ def format_problems(problems_by_host, renamed=None, sources=None):
         files = sources.get(name) or []
         origin = "; set in %s" % ", ".join(files) if files else ""
         lines.append("%s (%s%s): no such variable in %s, so it would be ignored; %s" % (
-            name, hosts_phrase(hosts), origin, where, hint))
+            shown_name(name), hosts_phrase(hosts), origin, where, hint))
     return lines
 
 

@@ -19,14 +19,16 @@ import os
 
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown_name
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
 
 
 def hosts_phrase(hosts):
-    """``host a`` or ``4 hosts: a, b, c, d``."""
-    hosts = list(hosts)
+    """``host a`` or ``4 hosts: a, b, c, d``; a name with a character outside printable ASCII (a lookalike letter)
+    shown escaped and quoted (shown_name)."""
+    hosts = [shown_name(host) for host in hosts]
     return "host %s" % hosts[0] if len(hosts) == 1 else "%d hosts: %s" % (len(hosts), ", ".join(hosts))
 
 

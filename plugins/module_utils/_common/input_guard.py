@@ -22,6 +22,8 @@ __metaclass__ = type
 import re
 from itertools import accumulate, repeat
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown, type_words
+
 # No config or tool output this collection reads nests deeper than a handful of levels.
 MAX_DEPTH = 64
 
@@ -165,15 +167,16 @@ def check_type(value, types, path, source, error=InputLimitError, expected=None,
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if not ok:
         names = expected or " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-        found = _TYPE_NAMES.get(type(value), type(value).__name__)
-        shown = repr(value)
+        # By isinstance, most specific first: a tagged int (ansible-core's _AnsibleTaggedInt) is an integer.
+        found = next((words for kind, words in _TYPE_ORDER if isinstance(value, kind)), None) or type_words(value)
         raise error("%s: %s must be %s, found %s %s. %s"
-                    % (source, _path_text(path), names, found, shown if len(shown) <= 80 else shown[:77] + "...", advice))
+                    % (source, _path_text(path), names, found, shown(value, 80), advice))
     return value
 
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean (true or false)",
                list: "a list", dict: "a table/object", type(None): "null"}
+_TYPE_ORDER = tuple((kind, _TYPE_NAMES[kind]) for kind in (bool, int, float, str, list, dict, type(None)))
 
 
 def check_path_text(value, field, source, error=InputLimitError, advice=FIX_ADVICE):

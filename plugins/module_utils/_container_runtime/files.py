@@ -51,8 +51,10 @@ def write_file(module, path, text):
 
 
 def write_edits(module, edits, backup, result):
-    """Write every changed file; fails the module (with ``result``) on the first that cannot be written."""
-    backups = {}
+    """Write every changed file; fails the module (with ``result``) on the first that cannot be written.
+
+    The failure is ``changed`` only when a file before it was written, and ``files`` lists those written."""
+    backups, written = {}, []
     # The drop-in first, then the config that imports it: never an import of a missing file.
     for edit in reversed(edits):
         if backup and edit.before is not None:
@@ -60,5 +62,8 @@ def write_edits(module, edits, backup, result):
         try:
             write_file(module, edit.path, edit.after)
         except (IOError, OSError, ConfigError) as exc:
-            module.fail_json(msg="cannot write %s: %s" % (edit.path, to_native(exc)), **result)
+            failed = dict(result, changed=bool(written), restart_required=bool(written), files=written)
+            module.fail_json(msg="cannot write %s: %s%s" % (edit.path, to_native(exc), (
+                " (written before it: %s)" % ", ".join(written)) if written else " (nothing was written)"), **failed)
+        written.append(edit.path)
     return backups

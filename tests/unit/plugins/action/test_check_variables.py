@@ -326,3 +326,43 @@ def test_a_renamed_name_without_a_role_prefix_is_reported_with_the_platform_vari
     (entry,) = cv.unknown_variables(["deepops_gpu_operator_enabled"], CATALOG)
     assert cv.format_problems([("gpu-a", [entry])], CATALOG["renamed"])[0].endswith(
         "it was renamed: set gpuops_driver_source and gpuops_toolkit_source instead")
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ({"type": "list", "elements": "dict"}, 3, "demo_list must be a list of mappings, got a whole number 3"),
+    ({"type": "list", "elements": "dict"}, "team-a", "demo_list must be a list of mappings, got a string 'team-a'"),
+    ({"type": "list", "elements": "dict"}, [{"a": 1}, 2], "demo_list[1] must be a mapping, got a whole number 2"),
+    ({"type": "list", "elements": "str"}, {"a": 1}, "demo_list must be a list, got a mapping {'a': 1}"),
+    ({"type": "dict"}, [1], "demo_list must be a mapping, got a list [1]"),
+])
+def test_validate_says_in_words_what_a_list_or_mapping_was_given_as(option, value, words):
+    """gpu_sharing_configs: 3 was "Elements value for option ... is of type str" (ansible-core converted it first)."""
+    checked, errors = cv.invalid_values({"demo_list"}, {"demo": {"demo_list": option}}, {"demo_list": value}.__getitem__)
+    assert checked == 1 and errors == [words]
+
+
+def test_validate_names_where_each_refused_variable_was_set(tmp_path):
+    (tmp_path / "group_vars" / "all").mkdir(parents=True)
+    (tmp_path / "group_vars" / "all" / "k8s.yml").write_text("gpu_sharing_configs: 3\n")
+    task_vars = {"inventory_hostname": "localhost", "inventory_dir": str(tmp_path), "group_names": [],
+                 "gpu_sharing_configs": 3}
+    result = _run_templated({"validate": True}, task_vars)
+    assert result["argument_errors"] == [
+        "gpu_sharing_configs must be a list of mappings, got a whole number 3 (host localhost; set in %s)"
+        % (tmp_path / "group_vars" / "all" / "k8s.yml")]
+
+
+def test_a_lookalike_name_is_shown_escaped():
+    """gpu_sharing_c\u043enfigs (a Cyrillic o) looks like the real name: the message shows which character it is."""
+    catalog = {"roles": {"gpu_sharing": {"gpu_sharing_configs"}}, "globals": set(), "renamed": {}}
+    problems = cv.unknown_variables(["gpu_sharing_c\u043enfigs"], catalog)
+    (line,) = cv.format_problems([("gpu-\u0430", problems)])
+    assert line.startswith("'gpu_sharing_c\\u043enfigs' (host 'gpu-\\u0430'): no such variable in role gpu_sharing")
+    assert line.isascii()
+
+
+def test_validate_never_echoes_a_huge_value_whole():
+    specs = {"demo": {"demo_mode": {"type": "str", "choices": ["x"]}}}
+    checked, (error,) = cv.invalid_values({"demo_mode"}, specs, {"demo_mode": "y" * (1024 * 1024)}.__getitem__)
+    assert error.startswith("value of demo_mode must be one of: x, got: yyy") and len(error) < 1000
+    assert error.endswith("... (%d characters)" % len("value of demo_mode must be one of: x, got: " + "y" * (1024 * 1024)))

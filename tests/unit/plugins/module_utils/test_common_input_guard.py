@@ -95,3 +95,15 @@ def test_deep_toml_data_is_walked_only_when_its_text_could_be_that_deep():
     for _level in range(100):
         fake = {"a": [fake]}
     assert guard.check_toml_value_depth(fake, "a = 1\n", 0, "/etc/x.toml", error=Refused) is fake
+
+
+def test_check_type_names_a_tagged_value_by_its_kind_never_its_class():
+    from ansible_collections.gpuops.platform.plugins.module_utils._common import input_guard as guard
+
+    class _AnsibleTaggedInt(int):
+        pass
+
+    with pytest.raises(guard.InputLimitError) as caught:
+        guard.check_type(_AnsibleTaggedInt(5), str, ["runtime_type"], "/etc/c.toml")
+    assert "runtime_type must be a string, found an integer 5." in str(caught.value)
+    assert "_Ansible" not in str(caught.value)

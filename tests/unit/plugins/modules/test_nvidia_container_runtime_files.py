@@ -91,3 +91,15 @@ def test_owner_and_mode_of_an_existing_file_are_kept(tmp_path):
     info = config.stat()
     assert NVIDIA_BIN in config.read_text()
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (4321, 4322, 0o604)
+
+
+def test_a_write_refused_before_anything_was_written_is_not_changed(tmp_path):
+    """A refused write used to report failed and changed together, though nothing was written."""
+    link = tmp_path / "etc/docker/daemon.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(tmp_path / "gone" / "daemon.json")
+    before = tree(tmp_path)
+    result = failed(dict(runtime="docker", config_path=str(link)))
+    assert "whose directory does not exist" in result["msg"] and "(nothing was written)" in result["msg"], result
+    assert result["changed"] is False and result["restart_required"] is False and result["files"] == []
+    assert tree(tmp_path) == before

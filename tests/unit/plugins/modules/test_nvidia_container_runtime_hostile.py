@@ -152,3 +152,14 @@ def test_cdi_driver_version_is_validated(tmp_path):
     path = tmp_path / "daemon.json"
     refused(tmp_path, dict(runtime="docker", config_path=str(path),
                            cdi=dict(generate=True, driver_version="570.1; reboot")), "cdi.driver_version")
+
+
+@pytest.mark.parametrize("version, words", [
+    (570.19, "cdi.driver_version is the number 570.19, not a string: YAML reads an unquoted version as a number"),
+    (True, "cdi.driver_version is the boolean True, not a string"),
+])
+def test_a_cdi_driver_version_given_as_a_number_is_refused(tmp_path, version, words):
+    """570.190 unquoted is 570.19: a spec generated for a driver that is not the node's."""
+    path = tmp_path / "daemon.json"
+    refused(tmp_path, dict(runtime="docker", config_path=str(path), cdi=dict(generate=True, driver_version=version)),
+            words, "Nothing was changed.")

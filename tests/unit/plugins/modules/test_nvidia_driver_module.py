@@ -82,6 +82,13 @@ def test_converge_then_idempotent(node, apt, capsys):
 
 @pytest.mark.parametrize("args,message", [
     ({"version": "570.x"}, "version '570.x' is not a driver version"),
+    # Unquoted in YAML, 570.190 is the float 570.19: refused, never planned as "570.19" (a downgrade).
+    ({"version": 570.19}, "version is the number 570.19, not a string: YAML reads an unquoted version as a number"),
+    ({"version": 570}, "version is the number 570, not a string"),
+    ({"branch": True}, "branch is the boolean True, not a string: YAML reads an unquoted yes, no, true or false"),
+    ({"branch": 570.0}, "branch is the number 570.0, not a string"),
+    ({"version": ["570.172.08"]}, "version must be a string such as \"570.172.08\", got a list"),
+    ({"branch": "570", "nvswitch_count": -8}, "nvswitch_count is -8: a count is 0 or more. Nothing was changed."),
     ({"branch": "570", "source": "mirror"}, "source is mirror but all of the following are missing: mirror_url"),
     ({"source": "runfile", "runfile": "/opt/NVIDIA-Linux-x86_64-570.172.08.run"},
      "runfile /opt/NVIDIA-Linux-x86_64-570.172.08.run does not exist on the node"),
@@ -94,6 +101,13 @@ def test_bad_input_fails_clearly_with_no_change(node, apt, capsys, args, message
     assert not result.get("changed")
     assert apt.calls == []
     assert not os.path.exists(os.path.join(node.root, "etc/modprobe.d"))
+
+
+def test_a_whole_number_branch_reads_as_text(node, apt, capsys):
+    apt.check_mode = True
+    rc, result = run_module(nvidia_driver.main, dict(MIRROR, branch=570, _ansible_check_mode=True), capsys)
+    assert rc == 0, result
+    assert "install nvidia-open-570=570.172.08-1" in result["plan"]
 
 
 def test_unknown_distro(node, apt, capsys):

@@ -36,7 +36,7 @@ def decide(version="", branch="570", state="present", allow_downgrade=False, **k
     ("570.172.08x", "version", "nvidia_driver_version '570.172.08x' is not a driver version"),
     ("５７０.172.08", "version", "is not a driver version"),
     ("570.172", "branch", "nvidia_driver_branch '570.172' is not a driver branch"),
-    (["570"], "version", "nvidia_driver_version must be a string such as \"570.172.08\", got list"),
+    (["570"], "version", "nvidia_driver_version must be a string such as \"570.172.08\", got a list"),
 ])
 def test_a_value_that_is_not_an_exact_string_is_refused_with_the_variable_named(value, kind, words):
     problem = da.value_problem("nvidia_driver_%s" % kind, value, kind)
@@ -121,7 +121,7 @@ def test_a_reboot_reason_in_the_facts_always_reboots():
 def test_a_refused_setting_plans_nothing_and_shows_what_was_given():
     decision, errors = decide(version=570.19)
     assert decision["action"] == "invalid" and not decision["reboot_required"]
-    assert decision["wanted"] == "570.19 (a float)" and len(errors) == 1 and "quote it" in errors[0]
+    assert decision["wanted"] == "570.19 (a number)" and len(errors) == 1 and "quote it" in errors[0]
     decision, errors = decide(version="", branch=570)
     assert errors == [] and decision["branch"] == "570" and decision["wanted"] == "branch 570"
 

@@ -402,12 +402,12 @@ def test_a_damaged_health_record_is_that_hosts_own_error(tmp_path, health, error
 
 
 @pytest.mark.parametrize("hostvars, error", [
-    ({"gpu_nodes_host_labels": ["gpu=true"]}, "gpu_nodes_host_labels must be a mapping, got list ['gpu=true']"),
+    ({"gpu_nodes_host_labels": ["gpu=true"]}, "gpu_nodes_host_labels must be a mapping, got a list ['gpu=true']"),
     ({"gpu_nodes_host_labels": {1: "x"}}, "gpu_nodes_host_labels must map label names (strings) to values"),
-    ({"gpu_nodes_node_name": ["a", "b"]}, "gpu_nodes_node_name must be a string, got list"),
+    ({"gpu_nodes_node_name": ["a", "b"]}, "gpu_nodes_node_name must be a string, got a list"),
     # an int path would be opened as a file descriptor
-    ({"mig_config_name": "x", "mig_config_file": 5}, "mig_config_file must be a string, got int 5"),
-    ({"nvidia_driver_state": True}, "nvidia_driver_state must be a string, got bool True"),
+    ({"mig_config_name": "x", "mig_config_file": 5}, "mig_config_file must be a string, got a whole number 5"),
+    ({"nvidia_driver_state": True}, "nvidia_driver_state must be a string, got a boolean True"),
 ])
 def test_a_variable_of_the_wrong_type_is_that_hosts_error(tmp_path, hostvars, error):
     out = plan(tmp_path, {"bad": ("hgx-h100", hostvars), "good": ("hgx-h100", {})})
@@ -419,3 +419,18 @@ def test_a_variable_of_the_wrong_type_is_that_hosts_error(tmp_path, hostvars, er
                                       {"nvidia_driver_fabricmanager": True}, {"mig_config": None}])
 def test_values_yaml_reads_as_numbers_and_booleans_are_fine(tmp_path, hostvars):
     assert plan(tmp_path, {"a": ("hgx-h100", hostvars)})["hosts"]["a"]["valid"]
+
+
+def test_a_wrong_type_is_named_in_words_and_a_huge_value_is_cut(tmp_path):
+    """No class name (ansible-core's _AnsibleTaggedDate), and no 1 MiB value echoed whole."""
+    import datetime
+
+    class _AnsibleTaggedDate(datetime.date):
+        pass
+
+    out = plan(tmp_path, {"bad": ("hgx-h100", {"mig_config_name": _AnsibleTaggedDate(2026, 1, 2)}),
+                          "big": ("hgx-h100", {"gpu_nodes_node_name": ["x" * (1024 * 1024)]})})
+    (error,) = out["hosts"]["bad"]["errors"]
+    assert error == "mig_config_name must be a string, got a date 2026-01-02"
+    (error,) = out["hosts"]["big"]["errors"]
+    assert "_Ansible" not in error and len(error) < 600 and error.startswith("gpu_nodes_node_name must be a string, got a list")

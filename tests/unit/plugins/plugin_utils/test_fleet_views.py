@@ -55,7 +55,7 @@ def _ansible_batches(tmp_path, size, hosts, serial):
 
 
 @pytest.mark.parametrize("size, serial, canary", [
-    (10, 1, False), (10, "30%", True), (7, "3", True), (20000, "5%", True), (5, "1%", False), (5, 0, False),
+    (10, 1, False), (10, "30%", True), (7, "3", True), (20000, "5%", True), (5, "1%", False), (5, "100%", False),
     (4, "100%", True), (9, 4, False),
 ])
 def test_waves_are_the_batches_ansible_makes_for_serial_and_canary(tmp_path, size, serial, canary):
@@ -74,7 +74,7 @@ def _upgrade_play_keywords(fact):
 
 
 @pytest.mark.parametrize("size, serial, canary, reverse", [
-    (10, "30%", True, False), (7, 3, False, True), (50, 5, True, False), (5, "0", False, True),
+    (10, "30%", True, False), (7, 3, False, True), (50, 5, True, False), (5, "100%", False, True),
 ])
 def test_upgrade_yml_runs_exactly_the_waves_in_their_order(tmp_path, size, serial, canary, reverse):
     """The upgrade play takes the decided hosts in their order (ansible-core keeps a host list's order) and

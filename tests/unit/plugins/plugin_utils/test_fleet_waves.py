@@ -34,6 +34,10 @@ def test_unset_is_one_host_at_a_time_and_percentages_follow_ansible():
 @pytest.mark.parametrize("variable, value, message", [
     ("gpuops_upgrade_serial", "ten", "gpuops_upgrade_serial 'ten' is neither a number of hosts nor a percentage such as 10%"),
     ("gpuops_upgrade_serial", "5 hosts", "gpuops_upgrade_serial '5 hosts' is neither"),
+    ("gpuops_upgrade_serial", 0, "gpuops_upgrade_serial '0' is not above 0: set a number of hosts per wave, or "
+                                 "\"100%\" for every host at once"),
+    ("gpuops_upgrade_serial", -1, "gpuops_upgrade_serial '-1' is not above 0"),
+    ("gpuops_upgrade_serial", "0%", "gpuops_upgrade_serial '0%' is not above 0"),
     ("gpuops_upgrade_canary", "maybe", "gpuops_upgrade_canary 'maybe' is not true or false"),
     ("gpuops_upgrade_max_fail_percentage", 150, "gpuops_upgrade_max_fail_percentage 150 is not a percentage from 0 to 100"),
     ("gpuops_upgrade_max_fail_percentage", "some", "gpuops_upgrade_max_fail_percentage 'some' is not a percentage"),
@@ -44,6 +48,10 @@ def test_an_unusable_setting_is_refused_naming_the_variable_and_the_hosts(variab
     with pytest.raises(fw.WavesError) as caught:
         fw.rollout(hosts)
     assert message in str(caught.value) and "(host n01)" in str(caught.value)
+
+
+def test_one_hundred_percent_is_every_host_in_one_wave():
+    assert fw.rollout(_hosts(4, gpuops_upgrade_serial="100%"))["waves"] == [["n00", "n01", "n02", "n03"]]
 
 
 def test_hosts_that_disagree_are_refused_rather_than_one_value_picked():
@@ -261,3 +269,10 @@ def test_a_plan_that_names_no_host_of_the_run_is_refused_unless_the_run_is_a_job
             fa.of_this_run(plan_, "p.json", names, names)
     with pytest.raises(fa.ApprovalError, match=r"names none of this run's hosts \(no hosts\)"):
         fa.of_this_run(plan, "p.json", [], [])
+
+
+def test_a_huge_setting_is_cut_in_the_message():
+    hosts = _hosts(2, gpuops_upgrade_max_fail_percentage="9" * (1024 * 1024))
+    with pytest.raises(fw.WavesError) as caught:
+        fw.rollout(hosts)
+    assert len(str(caught.value)) < 1000 and "(1048576 characters)" in str(caught.value)
