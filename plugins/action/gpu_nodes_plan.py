@@ -50,5 +50,5 @@ class ActionModule(ActionBase):
                 args["render"])
         except (gpu_nodes_plan.GpuNodesPlanError, gpu_capacity.CapacityError) as exc:
             raise AnsibleActionFail(to_text(exc))
-        result.update(changed=False, ansible_facts={"gpuops_k8s_capacity": capacity, "gpuops_k8s_nodes": nodes})
+        result.update(changed=False, capacity=capacity, nodes=nodes)
         return result

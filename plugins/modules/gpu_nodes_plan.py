@@ -28,6 +28,7 @@ description:
   - The capacity is the C(gpuops.platform.gpu_capacity) filter's; each node with GPUs (or a DRA node) gets the labels
     of its product, GPU count, device-plugin config and MIG config, then C(gpu_nodes_labels) and the host's
     C(gpu_nodes_host_labels); a DRA node's C(nvidia.com/gpu.deploy.device-plugin) is always C(false).
+  - The plan is returned (RV(capacity), RV(nodes)), not set as facts of the host.
 author:
   - gpuops.platform maintainers (@gpuops)
 options:
@@ -91,22 +92,20 @@ EXAMPLES = r"""
     hosts: "{{ groups['gpu_nodes'] }}"
     label_prefix: platform.gpuops.io
     taints: [{key: gpu, value: "true", effect: NoSchedule}]
+  register: planned
 """
 
 RETURN = r"""
-ansible_facts:
-  description: The plan, as facts of the host the task runs on.
+capacity:
+  description: The C(gpuops.platform.gpu_capacity) filter's result for the GPU nodes (the role's C(gpuops_k8s_capacity)).
   returned: success
   type: dict
-  contains:
-    gpuops_k8s_capacity:
-      description: The C(gpuops.platform.gpu_capacity) filter's result for the GPU nodes.
-      type: dict
-    gpuops_k8s_nodes:
-      description: C(taints) (O(taints)), C(nodes) (C([{name, host, labels}]) of the nodes with GPUs) and C(objects)
-        (their Node label patches).
-      type: dict
-      sample: {"taints": [], "nodes": [{"name": "gpu-01", "host": "gpu-01", "labels": {"platform.gpuops.io/gpu": "true"}}],
-               "objects": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-01",
-                                                                         "labels": {"platform.gpuops.io/gpu": "true"}}}]}
+nodes:
+  description: C(taints) (O(taints)), C(nodes) (C([{name, host, labels}]) of the nodes with GPUs) and C(objects)
+    (their Node label patches); the role's C(gpuops_k8s_nodes).
+  returned: success
+  type: dict
+  sample: {"taints": [], "nodes": [{"name": "gpu-01", "host": "gpu-01", "labels": {"platform.gpuops.io/gpu": "true"}}],
+           "objects": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-01",
+                                                                     "labels": {"platform.gpuops.io/gpu": "true"}}}]}
 """
