@@ -13,7 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.platform.plugins.action.fleet_plan import read_variables
+from ansible_collections.gpuops.platform.plugins.action.fleet_plan import inventory_variables
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity, gpu_nodes_plan
 
 ARGS = {
@@ -38,11 +38,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGS)
-        hostvars = task_vars.get("hostvars") or {}
-        unknown = [n for n in args["hosts"] if n not in hostvars]
-        if unknown:
-            raise AnsibleActionFail("hosts not in the inventory: %s" % ", ".join(unknown))
-        variables = read_variables(hostvars, args["hosts"], self._loader)
+        variables = inventory_variables(task_vars, args["hosts"], self._loader)
         try:
             capacity, nodes = gpu_nodes_plan.plan(
                 [(n, variables[n]) for n in args["hosts"]], args["mig_strategy"], args["sharing_configs"],

@@ -58,7 +58,7 @@ options:
     type: str
     required: true
   taints:
-    description: The taints of every GPU node, returned as they are in RV(ansible_facts.gpuops_k8s_nodes.taints).
+    description: The taints of every GPU node, returned as they are in RV(nodes) (its C(taints)).
     type: list
     elements: dict
     default: []
@@ -74,7 +74,7 @@ extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.att
 attributes:
   check_mode:
     support: full
-    details: Reads and plans only.
+    details: Reads and plans only, in both modes.
   diff_mode:
     support: none
   idempotent:
