@@ -169,7 +169,6 @@ def test_the_example_mig_layout_and_strategy_agree():
     assert not half or strategy == "mixed", "a half-MIG layout needs gpuops_k8s_mig_strategy: mixed"
 
 
-
 def test_the_cluster_layer_runs_as_many_tasks_for_any_number_of_gpu_nodes(render):
     """Each GPU node planned from its recorded facts (as the example offline plans them): cluster.yml loads them
     all in one task and plans them in one pass, so its tasks do not grow with the nodes, and every node still gets
