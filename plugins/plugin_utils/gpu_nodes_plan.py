@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections.abc import Mapping
+
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity, recorded_facts
@@ -54,7 +56,10 @@ def node_input(name, variables, common_labels, fleet_nodes=None):
     node_name = variables["gpu_nodes_node_name"] if "gpu_nodes_node_name" in variables else (
         variables["mig_k8s_node_name"] if "mig_k8s_node_name" in variables else name)
     labels = dict(common_labels or {})
-    labels.update(variables.get("gpu_nodes_host_labels") or {})
+    own = variables.get("gpu_nodes_host_labels") or {}
+    if not isinstance(own, Mapping):
+        raise GpuNodesPlanError("%s: gpu_nodes_host_labels must map label names to values, got %r" % (name, own))
+    labels.update(own)
     return {"host": name, "name": node_name, "nvidia": _facts_of(variables, name), "mig_k8s_resources": mig_resources,
             "config": variables.get("gpu_nodes_device_plugin_config") or "",
             "mig_config": variables.get("gpu_nodes_mig_config") or "", "labels": labels,

@@ -118,3 +118,16 @@ all:
 def test_a_config_that_is_not_defined_fails_naming_the_node(tmp_path):
     with pytest.raises(gpu_capacity.CapacityError, match="node node-a selects device-plugin config 'ts4'"):
         plan.plan(hosts(tmp_path, INVENTORY), "single", {}, "", {}, PREFIX, [])
+
+
+def test_host_labels_that_are_no_mapping_fail_naming_the_host(tmp_path):
+    text = """
+all:
+  children:
+    gpu_nodes:
+      hosts:
+        gpu-x:
+          gpu_nodes_host_labels: [pool, train]
+"""
+    with pytest.raises(plan.GpuNodesPlanError, match="^gpu-x: gpu_nodes_host_labels must map label names to values"):
+        plan.plan(hosts(tmp_path, text), "single", {}, "", {}, PREFIX, [])
