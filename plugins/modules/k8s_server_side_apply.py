@@ -100,13 +100,13 @@ options:
   nodes:
     description:
       - The cluster's Nodes as M(gpuops.platform.k8s_discovery) listed them (its RV(gpuops.platform.k8s_discovery#module:nodes)),
-        earlier in the same run: the states before of the Nodes that O(groups) apply, so that none is read again.
-        A Node applied that is not among them (one that joined since) is read once, as any other object.
+        earlier in the same run. They are the states before of the Nodes that O(groups) apply, so that none is read
+        again. A Node applied that is not among them (one that joined since) is read once, as any other object.
       - A Node found there that the apply would leave as it is (this O(field_manager)'s Apply entry in its
-        C(managedFields) owns exactly the labels applied, and the Node has their values) is not applied at all: no
-        C(PATCH), RV(result.results[].changed=false), its RV(result.results[].result) the Node as listed. A Node that
-        would change gets its C(PATCH) (in check mode a dry run, shown in diff mode) as before, compared and shown
-        as the same cut of the object as listed.
+        C(managedFields) owns exactly the labels applied, and the Node has their values) is not applied at all. It
+        gets no C(PATCH), RV(result.results[].changed=false), and its RV(result.results[].result) is the Node as
+        listed. A Node that would change gets its C(PATCH) (in check mode a dry run, shown in diff mode) as before,
+        compared and shown as the same cut of the object as listed.
     type: list
     elements: dict
     default: []

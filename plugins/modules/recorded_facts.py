@@ -55,7 +55,7 @@ options:
     default: false
   plan_only:
     description:
-      - The host's inventory is plan-only (C(gpuops_nodes_plan_only)): fail outside check mode, before anything is
+      - The host's inventory is plan-only (C(gpuops_nodes_plan_only)). Fail outside check mode, before anything is
         read or recorded, so that a playbook run without C(--check) changes nothing. The node playbooks pass it, where
         an assertion task of its own per host did the same.
     type: bool
