@@ -102,32 +102,17 @@ all:
     assert capacity["nodes"]["mig-b"]["resources"] == {"mig-1g.10gb": 2}
 
 
-def test_a_host_whose_recorded_facts_are_missing_fails_naming_it(tmp_path):
-    text = """
-all:
-  children:
-    gpu_nodes:
-      hosts:
-        gpu-x:
-          gpuops_nvml_replay_file: %s/no-such.json
-""" % tmp_path
-    with pytest.raises(plan.GpuNodesPlanError, match="^gpu-x: no facts file for this host"):
+@pytest.mark.parametrize("variable, message", [
+    ("gpuops_nvml_replay_file: %(tmp)s/no-such.json", "^gpu-x: no facts file for this host"),
+    ("gpu_nodes_host_labels: [pool, train]", "^gpu-x: gpu_nodes_host_labels must map label names to values"),
+])
+def test_a_host_that_cannot_be_planned_fails_naming_it(tmp_path, variable, message):
+    text = "all:\n  children:\n    gpu_nodes:\n      hosts:\n        gpu-x:\n          %s\n" % (
+        variable % {"tmp": tmp_path})
+    with pytest.raises(plan.GpuNodesPlanError, match=message):
         plan.plan(hosts(tmp_path, text), "single", {}, "", {}, PREFIX, [])
 
 
 def test_a_config_that_is_not_defined_fails_naming_the_node(tmp_path):
     with pytest.raises(gpu_capacity.CapacityError, match="node node-a selects device-plugin config 'ts4'"):
         plan.plan(hosts(tmp_path, INVENTORY), "single", {}, "", {}, PREFIX, [])
-
-
-def test_host_labels_that_are_no_mapping_fail_naming_the_host(tmp_path):
-    text = """
-all:
-  children:
-    gpu_nodes:
-      hosts:
-        gpu-x:
-          gpu_nodes_host_labels: [pool, train]
-"""
-    with pytest.raises(plan.GpuNodesPlanError, match="^gpu-x: gpu_nodes_host_labels must map label names to values"):
-        plan.plan(hosts(tmp_path, text), "single", {}, "", {}, PREFIX, [])
