@@ -152,6 +152,20 @@ def read_variables(hostvars, names, loader):
     return dict((name, _Variables(_host_view(raw_get(name), loader, name))) for name in names)
 
 
+def known_hosts(task_vars, names):
+    """A task's ``hostvars``; AnsibleActionFail naming those of ``names`` that the inventory lacks."""
+    hostvars = task_vars.get("hostvars") or {}
+    unknown = [n for n in names if n not in hostvars]
+    if unknown:
+        raise AnsibleActionFail("hosts not in the inventory: %s" % ", ".join(unknown))
+    return hostvars
+
+
+def inventory_variables(task_vars, names, loader):
+    """read_variables of ``names`` from a task's ``hostvars`` (known_hosts)."""
+    return read_variables(known_hosts(task_vars, names), names, loader)
+
+
 def _host_view(variables, loader, host):
     """The view ``hostvars[host]`` gives of ``variables``: templated on access, in the host's context."""
     try:
@@ -176,10 +190,7 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("%s; nothing was planned or written" % exc)
         inventory = task_vars.get("groups") or {}
         names = args["hosts"] if args["hosts"] is not None else inventory.get(args["group"], [])
-        hostvars = task_vars.get("hostvars") or {}
-        unknown = [n for n in names if n not in hostvars]
-        if unknown:
-            raise AnsibleActionFail("hosts not in the inventory: %s" % ", ".join(unknown))
+        hostvars = known_hosts(task_vars, names)
         variables = read_variables(hostvars, names, self._loader)
         # Before anything is planned or written: a misspelt variable (nvidia_driver_verison) would be ignored and
         # its host planned with the default. The hosts run no play of their own, so their gpuops_* are checked too.

@@ -26,7 +26,10 @@ ARGS = {
     "node": {"type": "dict", "default": {}},
     "facts_dir": {"type": "path"},
     "refuse_changes": {"type": "bool", "default": False},
+    "plan_only": {"type": "bool", "default": False},
 }
+PLAN_ONLY = ("This inventory is plan-only (gpuops_nodes_plan_only is true): run ansible-playbook with --check to see "
+             "the plan, or set gpuops_nodes_plan_only to false to change the nodes.")
 # This file is <collection>/plugins/action/recorded_facts.py.
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -60,6 +63,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGS)
+        if args["plan_only"] and not self._task.check_mode:
+            raise AnsibleActionFail(PLAN_ONLY)
         name = task_vars.get("inventory_hostname")
         # The host's variables, templated as they are read (task_vars holds them raw).
         hostvars = (task_vars.get("hostvars") or {}).get(name) or {}

@@ -13,7 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.platform.plugins.action.fleet_plan import read_variables
+from ansible_collections.gpuops.platform.plugins.action.fleet_plan import known_hosts, read_variables
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_approval, fleet_waves, recorded_facts
 
 ARGS = {
@@ -83,15 +83,12 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGS)
-        hostvars = task_vars.get("hostvars") or {}
         inventory = task_vars.get("groups") or {}
         names = args["hosts"]
         if args["approved_plan_sha256"] is not None and not args["approved_plan"]:
             raise AnsibleActionFail("%s is set, but %s is not: give the plan.json it is the digest of, and nothing was "
                                     "changed" % (fleet_approval.SHA256_VARIABLE, fleet_approval.APPROVED_VARIABLE))
-        unknown = [n for n in names if n not in hostvars]
-        if unknown:
-            raise AnsibleActionFail("hosts not in the inventory: %s" % ", ".join(unknown))
+        hostvars = known_hosts(task_vars, names)
         try:
             if args["approved_plan"]:
                 rollout = approved(args, names, inventory, hostvars, self._loader)

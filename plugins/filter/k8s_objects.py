@@ -251,6 +251,24 @@ def k8s_nodes_missing_taints(nodes, taints):
     return out
 
 
+def k8s_node_states(nodes):
+    """Of whole Node objects (a server-side apply's answers), what gpu_nodes and the next apply read of each: the
+    cut k8s_discovery lists them in (name, resourceVersion, labels, the Apply entries of managedFields, taints,
+    allocatable). Anything that is not a named Node object is left out."""
+    out = []
+    for node in nodes or []:
+        if not isinstance(node, Mapping) or node.get("kind", "Node") != "Node":
+            continue
+        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        if not meta.get("name"):
+            continue
+        try:
+            out.append(discovery.node_state(node, "the Nodes given"))
+        except discovery.DiscoveryError as exc:
+            raise AnsibleFilterError("k8s_node_states: %s" % exc)
+    return out
+
+
 def k8s_helm_release(release):
     """Normalise one Helm release into what kubernetes.core.helm and the render need.
 
@@ -521,6 +539,7 @@ FilterModule = filter_module(
     k8s_api_kinds,
     k8s_api_resources,
     k8s_nodes_missing_taints,
+    k8s_node_states,
     k8s_helm_release,
     k8s_release_files,
     k8s_served,

@@ -40,10 +40,12 @@ options:
     default: false
   nodes:
     description:
-      - Also list the cluster's nodes (one C(GET /api/v1/nodes)), returned in RV(nodes), each cut to its name and
-        taints.
+      - Also list the cluster's nodes (one C(GET /api/v1/nodes)), returned in RV(nodes), each cut to what the
+        roles read of it.
       - The C(gpuops.platform.gpu_nodes) role reads them to refuse a GPU node that is not a Kubernetes node and to
-        taint only the nodes that lack a taint; one module run then reads both.
+        taint only the nodes that lack a taint; one module run then reads both. The label apply
+        (M(gpuops.platform.k8s_server_side_apply)'s O(gpuops.platform.k8s_server_side_apply#module:nodes)) takes
+        them as the Nodes' states before, so no Node is read again.
     type: bool
     default: false
   token_kubeconfig:
@@ -151,11 +153,16 @@ namespaces:
   elements: str
   sample: [default, gpu-operator, kube-system]
 nodes:
-  description: The cluster's Nodes, sorted by name, each with only C(metadata.name) and C(spec.taints), with O(nodes=true); else empty.
+  description:
+    - The cluster's Nodes, sorted by name, with O(nodes=true); else empty.
+    - Each with only C(apiVersion), C(kind), C(metadata.name), C(metadata.resourceVersion), C(metadata.labels), the
+      entries of C(metadata.managedFields) whose C(operation) is C(Apply) (without their C(time)), C(spec.taints)
+      and C(status.allocatable).
   returned: always
   type: list
   elements: dict
-  sample: [{metadata: {name: gpu-node-01}, spec: {taints: [{key: gpu, value: "true", effect: NoSchedule}]}}]
+  sample: [{apiVersion: v1, kind: Node, metadata: {name: gpu-node-01, resourceVersion: "4711", labels: {kubernetes.io/hostname: gpu-node-01}},
+            spec: {taints: [{key: gpu, value: "true", effect: NoSchedule}]}, status: {allocatable: {nvidia.com/gpu: "8"}}}]
 requests:
   description:
     - The paths this module asked, in order (C(/api), C(/apis), then any legacy group-versions, then C(/version) where

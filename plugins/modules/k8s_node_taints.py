@@ -20,8 +20,8 @@ description:
     C(key) and C(effect); a given C(value) replaces the value of the node's taint with the same key and effect, as
     C(kubernetes.core.k8s_taint) does.
   - One module run for all the nodes, where C(kubernetes.core.k8s_taint) takes one per node.
-  - Each node is read (C(GET /api/v1/nodes/NAME)) before any is changed, so a node that does not exist changes
-    nothing. A node whose taints differ then gets one JSON merge patch with its whole new taint list (C(spec.taints)
+  - Each node is read (C(GET /api/v1/nodes/NAME), unless O(listed) holds it) before any is changed, so a node that
+    does not exist changes nothing. A node whose taints differ then gets one JSON merge patch with its whole new taint list (C(spec.taints)
     is an atomic list) and the C(metadata.resourceVersion) it was read at. A taint that another controller set in
     between (the node lifecycle controller's C(node.kubernetes.io/unreachable), say) makes the server answer 409
     Conflict instead of being lost; the node is then read and merged again, up to five times.
@@ -51,6 +51,15 @@ options:
         type: str
         required: true
         choices: [NoSchedule, PreferNoSchedule, NoExecute]
+  listed:
+    description:
+      - The nodes as the caller read them already (the answers of the label apply, say), each with
+        C(metadata.name), C(metadata.resourceVersion) and C(spec.taints); others are ignored.
+      - A node of O(nodes) found here is not read again; its patch carries the C(resourceVersion) given here, so
+        a node changed since is answered 409 Conflict, then read and merged again. The others are read.
+    type: list
+    elements: dict
+    default: []
   state:
     description: Whether the taints must be on the nodes or off them.
     type: str
@@ -131,6 +140,7 @@ def argspec():
             value=dict(type="str"),
             effect=dict(type="str", required=True, choices=list(node_taints.EFFECTS)))),
         state=dict(type="str", choices=["present", "absent"], default="present"),
+        listed=dict(type="list", elements="dict", default=[]),
     )
     return spec
 
@@ -149,7 +159,8 @@ def main():
             api = Api(get_api_client(module=module), [NODE_ROW])
             results = node_taints.converge(lambda name: api.get(NODE_ROW, name),
                                            lambda name, body: api.merge_patch(NODE_ROW, name, body),
-                                           names, taints, params["state"], module.check_mode, conflict=Conflict)
+                                           names, taints, params["state"], module.check_mode, conflict=Conflict,
+                                           listed=params["listed"])
         except node_taints.TaintError as exc:
             module.fail_json(msg="k8s_node_taints: %s" % exc)
         except CoreException as exc:

@@ -100,6 +100,19 @@ options:
         moment after it is applied costs no fixed wait.
     type: int
     default: 5
+  nodes:
+    description:
+      - The cluster's Nodes as M(gpuops.platform.k8s_discovery) listed them (its RV(gpuops.platform.k8s_discovery#module:nodes)),
+        earlier in the same run. They are the states before of the Nodes that O(groups) apply, so that none is read
+        again. A Node applied that is not among them (one that joined since) is read once, as any other object.
+      - A Node found there that the apply would leave as it is (this O(field_manager)'s Apply entry in its
+        C(managedFields) owns exactly the labels applied, and the Node has their values) is not applied at all. It
+        gets no C(PATCH), RV(result.results[].changed=false), and its RV(result.results[].result) is the Node as
+        listed. A Node that would change gets its C(PATCH) (in check mode a dry run, shown in diff mode) as before,
+        compared and shown as the same cut of the object as listed.
+    type: list
+    elements: dict
+    default: []
   read:
     description:
       - Kinds to list after everything else, each every object of an C(api_version) and C(kind) across namespaces,
@@ -413,6 +426,7 @@ def main():
             wait=dict(type="bool", default=False),
         )),
         field_manager=dict(type="str", default="gpuops-platform"),
+        nodes=dict(type="list", elements="dict", default=[]),
         api_table=dict(type="list", elements="dict", default=[]),
         wait_crds=dict(type="list", elements="str", default=[]),
         wait_timeout=dict(type="int", default=300),
@@ -457,7 +471,8 @@ def main():
             known = reconcile.before_states(prepared[1])
         applier = ssa.Applier(request, ssa.Resources(request, params["api_table"]), params["field_manager"],
                               dry_run=module.check_mode, diff=module._diff, wait_timeout=params["wait_timeout"],
-                              wait_sleep=params["wait_sleep"], known=known)
+                              wait_sleep=params["wait_sleep"], known=known, listed=params["nodes"],
+                              view=discovery.node_state)
         applier.wait_established(params["wait_crds"])
         changed, results = applier.apply_groups(params["groups"])
         if sets:

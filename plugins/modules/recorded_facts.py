@@ -53,6 +53,13 @@ options:
         made from them would be made to a host as it was, not as it is.
     type: bool
     default: false
+  plan_only:
+    description:
+      - The host's inventory is plan-only (C(gpuops_nodes_plan_only)). Fail outside check mode, before anything is
+        read or recorded, so that a playbook run without C(--check) changes nothing. The node playbooks pass it, where
+        an assertion task of its own per host did the same.
+    type: bool
+    default: false
   facts_dir:
     description:
       - Folder of the records on the controller. Default the host's C(gpuops_fleet_facts_dir).

@@ -4,7 +4,7 @@
 Not a test: run it by hand, on an idle machine, from the repository root:
 
     .venv/bin/python tests/benchmarks/bench_k8s_noop.py [--scenario core|full|example] [--runs 3] [--latency-ms MS]
-        [--collection-tree DIR]
+        [--collection-tree DIR] [--gpu-nodes N]
 
 `--scenario core` applies the configuration of
 tests/integration/k8s/test_core_apply.py: two tenants, time-slicing, two GPU
@@ -31,6 +31,10 @@ them. `kubectl apply --server-side` of the same objects sends one PATCH per
 object after its discovery, which is the floor for the API calls.
 `--fresh-discovery-cache` runs each no-op without kubernetes.core's discovery
 cache file (an empty TMPDIR), as in a fresh execution environment.
+`--gpu-nodes N` (example scenario) scales the example's GPU pools to N nodes
+in its 4:6 mix of HGX H100 and L40S (a copy of the inventory, its group_vars
+unchanged; 10 is the example as it is), each a Node in the cluster: how the
+no-op, its tasks and its API calls grow with the fleet.
 `--collection-tree` builds the collection from another checkout (for example
 `git archive <rev> | tar -x -C /tmp/rev`) to compare before and after.
 
@@ -58,6 +62,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -74,7 +79,7 @@ sys.path.insert(0, str(ROOT / "tests" / "integration" / "k8s"))
 
 import fake_apiserver  # noqa: E402
 from fake_apiserver import FakeAPIServer  # noqa: E402
-from k8s_support import render_cluster  # noqa: E402
+from k8s_support import children_cpu, render_cluster  # noqa: E402
 import test_core_apply as core  # noqa: E402
 import test_sched_apply as sched  # noqa: E402
 import test_stack_apply as stack  # noqa: E402
@@ -170,6 +175,25 @@ class Example(Full):
                  "status": {"state": "ready"}})
         self.releases = sorted(planned.releases)
 
+    def scale(self, count):
+        """The example's GPU pools with ``count`` nodes in its 4:6 mix of H100 and L40S, in a copy of the inventory
+        (its group_vars as they are)."""
+        h100 = int(round(count * 0.4))
+        folder = self.work / "inventory"
+        shutil.copytree(str(self.inventory.parent), str(folder))
+        names = [("hgx-h100-%02d.gpu.example.com" % i, "hgx-h100") for i in range(1, h100 + 1)] + [
+            ("l40s-%02d.gpu.example.com" % i, "l40s") for i in range(1, count - h100 + 1)]
+        hosts = yaml.safe_load(self.inventory.read_text())
+        pools = hosts["all"]["children"]["gpu_nodes"]["children"]
+        pools["hgx_h100"]["hosts"] = dict((n, None) for n, model in names if model == "hgx-h100")
+        pools["inference_l40s"]["hosts"] = dict((n, None) for n, model in names if model == "l40s")
+        self.inventory = folder / "hosts.yml"
+        self.inventory.write_text(yaml.safe_dump(hosts))
+        self.models = dict(names)
+        fixtures = ROOT / "tests" / "fixtures" / "nvml"
+        self.nodes = dict((name, {"vars": {"gpuops_nvml_replay_file": str(fixtures / ("%s.json" % model))}})
+                          for name, model in names)
+
     def run(self, api, name):
         return render_cluster(self.work / name, extra_vars=dict(self.extra, gpuops_k8s_render_dir="",
                                                                 gpuops_k8s_host=api.url, gpuops_k8s_api_key=core.TOKEN),
@@ -205,6 +229,11 @@ def _is_list(path, query):
     if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
         rest = rest[2:]
     return len(rest) == 1 or bool(query.get("labelSelector"))
+
+
+def node_calls(requests, method):
+    """Calls of one Node (not the LIST of them) with ``method``."""
+    return len([1 for m, path, dummy, dummy in requests if m == method and path.startswith("/api/v1/nodes/")])
 
 
 def by_kind(counted):
@@ -321,12 +350,12 @@ def ansible_floor(api, scenario, args):
     def timed():
         restore_state(api, floor_state)
         del api.requests[:]
-        start = time.monotonic()
+        start, cpu = time.monotonic(), children_cpu()
         out = subprocess.run(argv, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
-        elapsed = time.monotonic() - start
+        elapsed, cpu = time.monotonic() - start, children_cpu() - cpu
         recap = [ln for ln in out.splitlines() if ln.startswith("localhost ")][-1]
         restore_state(api, noop_state)
-        return elapsed, list(api.requests), " ".join(recap.split()[1:])
+        return elapsed, list(api.requests), " ".join(recap.split()[1:]), cpu
     timed.objects, timed.releases = len(objects), len(releases)
     return timed
 
@@ -341,6 +370,8 @@ def main():
     parser.add_argument("--collection-tree", default=str(ROOT), help="checkout to build the collection from")
     parser.add_argument("--kubectl", help="kubectl binary: time the floor beside the no-op (full scenario)")
     parser.add_argument("--helm", help="helm binary (default: the pinned one, installed by scripts/install_helm.py)")
+    parser.add_argument("--gpu-nodes", type=int,
+                        help="example scenario: its GPU pools scaled to this many nodes, in its 4:6 mix of H100 and L40S")
     parser.add_argument("--output", help="write the last no-op run's ansible-playbook output to this file (its task list)")
     parser.add_argument("--fresh-discovery-cache", action="store_true",
                         help="each no-op run without kubernetes.core's discovery cache file, as in a fresh execution "
@@ -355,6 +386,10 @@ def main():
     helm = HelmCalls(work / "helm-wrapper", Path(args.helm).resolve())
     collections_path = build(Path(args.collection_tree), work)
     scenario = SCENARIOS[args.scenario](work, collections_path, Path(args.collection_tree).resolve(), helm)
+    if args.gpu_nodes is not None:
+        if args.scenario != "example" or args.gpu_nodes < 1:
+            parser.error("--gpu-nodes takes a positive number, with --scenario example")
+        scenario.scale(args.gpu_nodes)
     with FakeAPIServer() as api:
         scenario.seed(api)
         first = scenario.run(api, "setup")
@@ -377,31 +412,36 @@ def main():
             counted = verbs(api.requests)
             if os.environ.get("BENCH_DEBUG"):
                 print([r[1] for r in api.requests if verbs([r])["discovery"]])
-            rows.append((elapsed, result.tasks, len(api.requests), counted))
+            rows.append((elapsed, result.tasks, len(api.requests), counted, result.cpu or 0.0))
             if args.output:
                 Path(args.output).write_text(result.output)
             calls = collections.Counter(" ".join(c[:2]) if c[0] == "get" else c[0] for c in helm.calls())
-            print("run %d: %.1f s, %d tasks, %d API calls (%s), helm calls: %s, %d deprecation warnings from the API "
-                  "server" % (i + 1, elapsed, result.tasks, len(api.requests), by_kind(counted),
-                              ", ".join("%s %d" % kv for kv in sorted(calls.items())) or "none", len(api.warnings)))
+            print("run %d: %.1f s (%.1f CPU s), %d tasks, %d API calls (%s; Node GET %d, Node PATCH %d), helm calls: %s, "
+                  "%d deprecation warnings from the API server" % (
+                      i + 1, elapsed, result.cpu or 0.0, result.tasks, len(api.requests), by_kind(counted),
+                      node_calls(api.requests, "GET"), node_calls(api.requests, "PATCH"),
+                      ", ".join("%s %d" % kv for kv in sorted(calls.items())) or "none", len(api.warnings)))
             recap = result.output.rpartition("PLAY RECAP")[2].splitlines()[1:]
             changed = [" ".join(ln.split()) for ln in recap if ":" in ln and "changed=0" not in ln]
             if changed:
                 print("  not a no-op: " + "; ".join(changed))
             if floor_run:
                 floors.append(floor_run())
-                print("  ansible floor beside it: %.1f s, %d API calls (%s); %s" % (
-                    floors[-1][0], len(floors[-1][1]), by_kind(verbs(floors[-1][1])), floors[-1][2]))
+                print("  ansible floor beside it: %.1f s (%.1f CPU s), %d API calls (%s); %s" % (
+                    floors[-1][0], floors[-1][3], len(floors[-1][1]), by_kind(verbs(floors[-1][1])), floors[-1][2]))
         if args.kubectl and args.helm and args.scenario != "core":
             floor(api, scenario, args)
     print("scenario %s: %d tasks on the first apply, %d server-side apply PATCHes then" % (
         args.scenario, first.tasks, objects))
-    print("median: %.1f s, %d tasks, %d API calls (%s) (collection from %s)" % (
-        statistics.median(r[0] for r in rows), rows[-1][1], rows[-1][2], by_kind(rows[-1][3]), args.collection_tree))
+    print("median: %.1f s, %.1f CPU s, %d tasks, %d API calls (%s) (collection from %s%s)" % (
+        statistics.median(r[0] for r in rows), statistics.median(r[4] for r in rows), rows[-1][1], rows[-1][2],
+        by_kind(rows[-1][3]), args.collection_tree,
+        ", %d GPU nodes" % len(scenario.nodes) if args.scenario == "example" else ""))
     if args.scenario != "core":
         print("releases seeded as deployed: %s" % ", ".join(scenario.releases))
         print("ansible floor: one kubernetes.core.k8s server-side apply task of %d objects plus helm status x%d: "
-              "median %.2f s" % (floor_run.objects, floor_run.releases, statistics.median(f[0] for f in floors)))
+              "median %.2f s, %.2f CPU s" % (floor_run.objects, floor_run.releases, statistics.median(f[0] for f in floors),
+                                             statistics.median(f[3] for f in floors)))
         print("no-op against the ansible floor: %.2fx (median of each run's no-op over the floor run beside it: %s)" % (
             statistics.median(r[0] / f[0] for r, f in zip(rows, floors)),
             ", ".join("%.2fx" % (r[0] / f[0]) for r, f in zip(rows, floors))))

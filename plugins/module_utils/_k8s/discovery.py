@@ -270,15 +270,36 @@ def names(doc, path="/api/v1/namespaces"):
     return sorted(name for name, _item in _named_items(doc, path))
 
 
+# Of a Node's managedFields, what says which fields a server-side apply owns (not when it took them).
+APPLY_ENTRY = ("manager", "operation", "apiVersion", "subresource", "fieldsType", "fieldsV1")
+
+
+def node_state(item, path="/api/v1/nodes"):
+    """What the roles and the apply read of a Node: its name, resourceVersion, labels, the entries of its
+    managedFields that server-side applies made, its taints and its allocatable resources (a small task result on a
+    cluster of thousands of nodes, where a whole Node holds its images, conditions and addresses too)."""
+    meta = item.get("metadata") or {}
+    taints = (item.get("spec") or {}).get("taints") or []
+    if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
+        raise DiscoveryError("GET %s answered with Node %s whose spec.taints is not a list of taints" % (path, meta.get("name")))
+    out = {"name": meta.get("name")}
+    if meta.get("resourceVersion") is not None:
+        out["resourceVersion"] = meta["resourceVersion"]
+    if isinstance(meta.get("labels"), dict):
+        out["labels"] = dict(meta["labels"])
+    applied = [dict((k, e[k]) for k in APPLY_ENTRY if k in e) for e in meta.get("managedFields") or []
+               if isinstance(e, dict) and e.get("operation") == "Apply"]
+    if applied:
+        out["managedFields"] = applied
+    allocatable = (item.get("status") or {}).get("allocatable")
+    return {"apiVersion": "v1", "kind": "Node", "metadata": out, "spec": {"taints": taints},
+            "status": {"allocatable": dict(allocatable) if isinstance(allocatable, dict) else {}}}
+
+
 def nodes(doc, path="/api/v1/nodes"):
-    """The Nodes of a NodeList answer, each cut to its name and taints (all that the roles read of it at plan time,
-    and a small task result on a cluster of thousands of nodes), sorted by name."""
-    out = []
-    for name, item in _named_items(doc, path):
-        taints = (item.get("spec") or {}).get("taints") or []
-        if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
-            raise DiscoveryError("GET %s answered with Node %s whose spec.taints is not a list of taints" % (path, name))
-        out.append({"metadata": {"name": name}, "spec": {"taints": taints}})
+    """The Nodes of a NodeList answer, each cut to node_state (what the roles read of it at plan time and the apply
+    takes as its state before), sorted by name."""
+    out = [node_state(item, path) for _name, item in _named_items(doc, path)]
     return sorted(out, key=lambda n: n["metadata"]["name"])
 
 

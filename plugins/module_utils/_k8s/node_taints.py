@@ -102,14 +102,28 @@ def merged(existing, wanted, state="present"):
     return out if changed else None
 
 
-def converge(get, patch, names, taints, state="present", check_mode=False, conflict=Exception):
+def read_already(listed):
+    """``{name: Node}`` of the Nodes read already (each with its metadata.resourceVersion, the guard of its patch);
+    one without a name or a resourceVersion is left out, to be read."""
+    out = {}
+    for node in listed or []:
+        meta = (node.get("metadata") or {}) if isinstance(node, dict) else {}
+        if isinstance(meta, dict) and meta.get("name") and meta.get("resourceVersion"):
+            out[meta["name"]] = node
+    return out
+
+
+def converge(get, patch, names, taints, state="present", check_mode=False, conflict=Exception, listed=None):
     """Read every named node, then patch those whose taints differ.
 
     ``get(name)`` returns the Node or None; ``patch(name, body)`` raises ``conflict`` on a 409. Every node is
-    read before any is patched, so a missing one changes nothing. Returns one ``{name, changed, before, after}``
-    per node, in the order given.
+    read before any is patched, so a missing one changes nothing. ``listed``: Nodes read already (a label apply's
+    answers): a named node found there is not read again (its patch carries the resourceVersion it holds, so a
+    change since is a 409 and a read, as always). Returns one ``{name, changed, before, after}`` per node, in the
+    order given.
     """
-    nodes = dict((name, get(name)) for name in names)
+    known = read_already(listed)
+    nodes = dict((name, known[name] if name in known else get(name)) for name in names)
     missing = [name for name in names if nodes[name] is None]
     if missing:
         raise TaintError("Node(s) %s not found: nothing was tainted. Is the node's inventory name its Kubernetes "

@@ -183,6 +183,10 @@ def _without_bookkeeping(obj):
     return obj
 
 
+def _without_status(obj):
+    return dict((k, v) for k, v in (obj or {}).items() if k != "status")
+
+
 def is_changed(before, after, dry_run):
     """Whether the apply changed (or, in a dry run, would change) the object.
 
@@ -294,6 +298,72 @@ def failure_message(obj, exc, field_manager):
     return "Server-side apply of %s failed (HTTP %s): %s" % (describe(obj), exc.status, exc.message)
 
 
+# What a server-side apply never records in managedFields: the object's identity (the API server's field manager
+# strips them from every applied configuration).
+IDENTITY = ("apiVersion", "kind")
+IDENTITY_METADATA = ("name", "namespace")
+
+
+def _applied_fields(value):
+    """The fieldsV1 set of an applied map, or None where it holds a list, an empty map or a null (which need the
+    schema, or the server, to say what the apply owns)."""
+    out = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            if not item:
+                return None
+            inner = _applied_fields(item)
+            if inner is None:
+                return None
+            out["f:%s" % key] = inner
+        elif item is None or isinstance(item, list):
+            return None
+        else:
+            out["f:%s" % key] = {}
+    return out
+
+
+def _set_only(fields):
+    """A fieldsV1 set without its "." members (a map's own entry, which an update records and an apply may not)."""
+    return dict((k, _set_only(v)) for k, v in (fields or {}).items() if k != ".") if isinstance(fields, dict) else fields
+
+
+def _same_values(applied, live):
+    for key, item in applied.items():
+        if not isinstance(live, dict) or key not in live:
+            return False
+        if isinstance(item, dict):
+            if not _same_values(item, live[key]):
+                return False
+        elif live[key] != item:
+            return False
+    return True
+
+
+def unchanged_by_apply(obj, before, field_manager):
+    """Whether applying ``obj`` as ``field_manager`` would change nothing on ``before`` (the object as listed, with
+    its managedFields): ``field_manager``'s Apply entry owns exactly the fields ``obj`` sets, and ``before`` holds
+    their values already. Then no field would be set, given up or taken over, so the server would store the object
+    as it is (Server-Side Apply: a manager's applied configuration is its whole intent). Only for a definition of
+    maps of scalars (a Node's labels): False whenever this cannot be told without the server."""
+    meta = obj.get("metadata") or {}
+    if not isinstance(before, dict) or not isinstance(meta, dict):
+        return False
+    config = dict((k, v) for k, v in obj.items() if k not in IDENTITY)
+    config["metadata"] = dict((k, v) for k, v in meta.items() if k not in IDENTITY_METADATA)
+    if not config["metadata"]:
+        del config["metadata"]
+    fields = _applied_fields(config)
+    if not fields:
+        return False
+    entries = [e for e in (before.get("metadata") or {}).get("managedFields") or []
+               if isinstance(e, dict) and e.get("manager") == field_manager and e.get("operation") == "Apply"
+               and not e.get("subresource")]
+    if len(entries) != 1 or entries[0].get("apiVersion") != obj.get("apiVersion"):
+        return False
+    return _set_only(entries[0].get("fieldsV1")) == fields and _same_values(config, before)
+
+
 class Applier(object):
     """Applies definitions one by one: a GET of the state before, then the apply PATCH.
 
@@ -302,12 +372,27 @@ class Applier(object):
     ``(apiVersion, kind, namespace or "", name)`` (the members of an ApplySet, listed before the apply): an object
     found there at the apiVersion it is applied at is not read again. Each serves once, so an object applied
     twice in one run is read before its second apply.
+
+    ``listed``: objects as a LIST answered them, cut by ``view`` (a callable, from a whole object to that cut; the
+    Nodes of k8s_discovery): their states before too, each with its resourceVersion. Their answers are compared and
+    shown through ``view``, and one that an apply would leave as it is (unchanged_by_apply) is not applied at all:
+    a no-op writes nothing to it.
     """
 
     def __init__(self, request, resources, field_manager, dry_run=False, diff=False, wait_timeout=300, wait_sleep=5,
-                 ready=ready, sleep=time.sleep, clock=time.monotonic, known=None):
+                 ready=ready, sleep=time.sleep, clock=time.monotonic, known=None, listed=None, view=None):
         self._request = request
         self._known = dict(known or {})
+        self._view = view
+        self._listed = set()
+        for obj in listed or []:
+            meta = (obj.get("metadata") or {}) if isinstance(obj, dict) else {}
+            if view is None or not meta or not obj.get("apiVersion") or not obj.get("kind") or not meta.get("name") \
+                    or not meta.get("resourceVersion"):
+                continue  # read as any other object would be
+            key = (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+            self._known.setdefault(key, obj)
+            self._listed.add(key)
         self.resources = resources
         self.field_manager = field_manager
         self.dry_run = dry_run
@@ -414,7 +499,14 @@ class Applier(object):
     def apply(self, obj, force=False, wait=False):
         """Apply one definition; its result as kubernetes.core.k8s gives it (changed, method, result, diff)."""
         path, key = self._target(obj)
+        listed = key in self._known and key in self._listed
+        self._listed.discard(key)
         before = self._known.pop(key) if key in self._known else self._before(obj, path)
+        if listed and unchanged_by_apply(obj, before, self.field_manager):
+            result = {"changed": False, "method": "apply", "result": before}
+            if self.diff:
+                result["diff"] = {}
+            return result
         query = [("fieldManager", self.field_manager)]
         if force:
             query.append(("force", "true"))
@@ -424,14 +516,21 @@ class Applier(object):
             after = self._call("PATCH", path, query, obj, APPLY_PATCH)
         except ApiError as exc:
             raise ApplyError(failure_message(obj, exc, self.field_manager))
-        changed = is_changed(before, after, self.dry_run)
+        # A listed state before is a cut of the object: the answer is compared, and shown, as the same cut; and by
+        # what the object holds, as a dry run's is, not by its resourceVersion, which its controllers (a kubelet
+        # writing a Node's status) may have moved since the LIST. Its status is not the apply's to change.
+        seen = self._view(after) if listed else after
+        if listed:
+            changed = is_changed(_without_status(before), _without_status(seen), True)
+        else:
+            changed = is_changed(before, after, self.dry_run)
         if wait and not self.dry_run:
             after = self._wait(obj, path, after)
         result = {"changed": changed, "method": "apply", "result": after, "created": was_created(before, after)}
         if self.diff:
-            result["diff"] = object_diff(before, after) if changed else {}
+            result["diff"] = object_diff(before, seen) if changed else {}
             if changed:
-                self.diffs.append(diff_block(obj, before, after, self.dry_run))
+                self.diffs.append(diff_block(obj, before, seen, self.dry_run))
         return result
 
     def read(self, kinds):

@@ -68,6 +68,7 @@ import functools
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -101,10 +102,11 @@ def load_facts(name):
 
 
 class Rendered:
-    def __init__(self, render_dir, output, elapsed=None):
+    def __init__(self, render_dir, output, elapsed=None, cpu=None):
         self.dir = Path(render_dir)
         self.output = output
         self.elapsed = elapsed  # seconds of the ansible-playbook run alone (not the harness's inventory work)
+        self.cpu = cpu  # CPU seconds (user and system) of that run and every process it waited for
         self.layers = {}
         self.objects = []
         self.releases = {}
@@ -281,18 +283,24 @@ def render_cluster(workdir, extra_vars=None, nodes=None, expect_failure=False, c
     for source in inventories + [str(workdir / "hosts.json")]:
         argv += ["-i", source]
     argv += [str(workdir / "play.yml"), "-e", "@%s" % (workdir / "extra_vars.json")] + list(args)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), children_cpu()
     proc = subprocess.run(
         argv, cwd=str(ROOT), env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
         check=False)
-    elapsed = time.monotonic() - start
+    elapsed, cpu = time.monotonic() - start, children_cpu() - cpu
     output = proc.stdout
     (workdir / "output.txt").write_text(output)
     if expect_failure:
         assert proc.returncode != 0, "cluster.yml should have failed:\n" + output[-3000:]
     else:
         assert proc.returncode == 0, "cluster.yml failed (rc %d):\n%s" % (proc.returncode, output[-6000:])
-    return Rendered(render_dir, output, elapsed)
+    return Rendered(render_dir, output, elapsed, cpu)
+
+
+def children_cpu():
+    """CPU seconds (user and system) of this process's children that ended and were waited for, so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _describe(obj):

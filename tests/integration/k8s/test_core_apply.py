@@ -98,6 +98,11 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert {"key": "gpu", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
         assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in node["spec"]["taints"]
         # One run for both nodes: each read, then one merge patch each (guarded by the version read).
+        # The Nodes: one LIST (discovery's), no GET (the label apply takes its states before from that LIST, the
+        # taints theirs from its answers), one apply PATCH and one taint merge patch each.
+        node_calls = collections.Counter((r[0], r[1]) for r in api.requests if r[1].startswith("/api/v1/nodes"))
+        assert node_calls == {("GET", "/api/v1/nodes"): 1, ("PATCH", "/api/v1/nodes/gpu-a"): 2,
+                              ("PATCH", "/api/v1/nodes/gpu-b"): 2}, node_calls
         taint_task = first.output.split("Taint the GPU nodes]", 1)[1].split("TASK [", 1)[0]
         assert taint_task.count("changed: [") == 1, taint_task
         assert sorted(r[1] for r in api.writes() if r[3] == "application/merge-patch+json") == [
@@ -130,12 +135,14 @@ def test_apply_then_no_change_then_check_mode(tmp_path, installed_collection):
         assert cache_files != []
         # A no-op reads no member of a layer on its own: the objects' call lists each layer's members first (the
         # LISTs its prune needs anyway) and takes each one's state before from there. A Node is no member (the
-        # run labels it, it does not own it): one GET. Then one server-side apply PATCH per object, whose answer
-        # is the object as stored (Server-Side Apply, API reference).
+        # run labels it, it does not own it): its state before is discovery's LIST, and a Node whose labels this
+        # field manager owns at the planned values already is not written at all. Then one server-side apply PATCH
+        # per other object, whose answer is the object as stored (Server-Side Apply, API reference).
         patched = [r[1] for r in api.requests[start:] if r[0] == "PATCH"]
         reads = collections.Counter(r[1] for r in api.requests[start:] if r[0] == "GET")
         assert patched and len(patched) == len(set(patched)), patched
-        assert [p for p in patched if reads[p] != (1 if p.startswith("/api/v1/nodes/") else 0)] == [], reads
+        assert [p for p in patched if reads[p] != 0] == [], reads
+        assert [p for p in list(reads) + patched if p.startswith("/api/v1/nodes/")] == [], (reads, patched)
         # The nodes are listed once, by the plan; the allocatable check takes the Nodes as the label apply answered
         # them, which advertise what the plan says already (it reads them again only when they do not).
         assert reads["/api/v1/nodes"] == 1, reads

@@ -107,8 +107,13 @@ def test_the_nodes_are_listed_in_the_same_run_only_when_asked():
         del api.requests[:]
         result = discover(api, nodes=True, namespaces=True)
         assert paths(api) == ["/api", "/apis", "/api/v1/namespaces", "/api/v1/nodes"] == result["requests"]
-        assert result["nodes"] == [{"metadata": {"name": "gpu-a"}, "spec": {"taints": []}},
-                                   {"metadata": {"name": "gpu-b"}, "spec": {"taints": [taint]}}]
+        version = dict((n, api.get("Node", n)["metadata"]["resourceVersion"]) for n in ("gpu-a", "gpu-b"))
+        assert result["nodes"] == [
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a", "resourceVersion": version["gpu-a"]},
+             "spec": {"taints": []}, "status": {"allocatable": {}}},
+            {"apiVersion": "v1", "kind": "Node",
+             "metadata": {"name": "gpu-b", "resourceVersion": version["gpu-b"], "labels": {"x": "y"}},
+             "spec": {"taints": [taint]}, "status": {"allocatable": {}}}]
 
 
 def test_a_server_without_aggregation_is_asked_each_group_version():

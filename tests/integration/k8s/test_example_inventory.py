@@ -167,3 +167,18 @@ def test_the_example_mig_layout_and_strategy_agree():
     k8s = yaml.safe_load((EXAMPLE / "group_vars" / "all" / "k8s.yml").read_text())
     strategy = k8s.get("gpuops_k8s_mig_strategy", "single")
     assert not half or strategy == "mixed", "a half-MIG layout needs gpuops_k8s_mig_strategy: mixed"
+
+
+def test_the_cluster_layer_runs_as_many_tasks_for_any_number_of_gpu_nodes(render):
+    """Each GPU node planned from its recorded facts (as the example offline plans them): cluster.yml loads them
+    all in one task and plans them in one pass, so its tasks do not grow with the nodes, and every node still gets
+    its label patch."""
+    fixtures = ROOT / "tests" / "fixtures" / "nvml"
+    tasks = {}
+    for count in (2, 12):
+        nodes = dict(("gpu-%02d" % i, {"vars": {"gpuops_nvml_replay_file": str(fixtures / (
+            "hgx-h100.json" if i % 2 else "l40s.json"))}}) for i in range(1, count + 1))
+        rendered = render("gpu-nodes-%d" % count, nodes=nodes)
+        assert sorted(o["metadata"]["name"] for o in rendered.objects if o["kind"] == "Node") == sorted(nodes)
+        tasks[count] = rendered.tasks
+    assert tasks[2] == tasks[12], tasks

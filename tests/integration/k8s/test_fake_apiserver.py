@@ -77,6 +77,17 @@ def test_apply_records_field_ownership_per_manager(api):
     assert api.owners("Node", "gpu-a") == {"gpuops-platform": {"metadata.labels.a"}, "other": {"metadata.labels.b"}}
 
 
+def test_a_list_answers_each_item_with_its_managed_fields_as_a_get_does(api):
+    """ObjectMeta.managedFields is part of every object the API returns, in a LIST's items too (a client that does
+    not want them asks the server to leave them out); what the label apply takes as its states before."""
+    call(api, "PATCH", NODE, node({"a": "1"}), fieldManager="gpuops-platform")
+    code, listed = call(api, "GET", "/api/v1/nodes")
+    assert code == 200 and listed["kind"] == "NodeList"
+    code, one = call(api, "GET", NODE)
+    assert listed["items"][0]["metadata"]["managedFields"] == one["metadata"]["managedFields"]
+    assert managers(listed["items"][0])["gpuops-platform"]["fieldsV1"] == {"f:metadata": {"f:labels": {"f:a": {}}}}
+
+
 def test_changing_a_field_another_manager_owns_is_a_409_conflict(api):
     call(api, "PATCH", NODE, node({"nvidia.com/device-plugin.config": "default"}), fieldManager="kubectl-label")
     before = json.dumps(sorted(api.objects.items()))

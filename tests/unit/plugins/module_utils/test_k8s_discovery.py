@@ -229,14 +229,24 @@ def test_a_row_allows_the_verbs_discovery_names_and_a_hand_built_row_any():
     assert d.allows(d.entry("", "v1", "Pod", "pods", True, True), "list")
 
 
-def test_the_nodes_of_a_list_answer_keep_only_name_and_taints_and_a_bad_answer_is_refused():
+def test_the_nodes_of_a_list_answer_keep_only_what_the_roles_read_and_a_bad_answer_is_refused():
     taint = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
+    applied = {"manager": "gpuops-platform", "operation": "Apply", "apiVersion": "v1", "time": "2026-11-28T00:00:00Z",
+               "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:a": {}}}}}
+    updated = {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+               "fieldsV1": {"f:status": {"f:allocatable": {}}}}
     doc = {"kind": "NodeList", "items": [
-        {"metadata": {"name": "gpu-b", "labels": {"a": "b"}, "resourceVersion": "9"}, "spec": {"taints": [taint]},
-         "status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+        {"metadata": {"name": "gpu-b", "labels": {"a": "b"}, "resourceVersion": "9", "uid": "u",
+                      "managedFields": [applied, updated]}, "spec": {"taints": [taint], "podCIDR": "10.0.0.0/24"},
+         "status": {"allocatable": {"nvidia.com/gpu": "8"}, "images": [{"names": ["big"]}]}},
         {"metadata": {"name": "gpu-a"}, "spec": {}}]}
-    assert d.nodes(doc) == [{"metadata": {"name": "gpu-a"}, "spec": {"taints": []}},
-                            {"metadata": {"name": "gpu-b"}, "spec": {"taints": [taint]}}]
+    kept = dict((k, v) for k, v in applied.items() if k != "time")
+    assert d.nodes(doc) == [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a"}, "spec": {"taints": []},
+         "status": {"allocatable": {}}},
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": "gpu-b", "resourceVersion": "9", "labels": {"a": "b"}, "managedFields": [kept]},
+         "spec": {"taints": [taint]}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}]
     assert d.nodes({"kind": "NodeList", "items": []}) == []
     for bad, message in (({"kind": "Status"}, "did not answer with a list"), ({"items": [{"metadata": {}}]}, "no metadata.name"),
                          ({"items": [{"metadata": {"name": "n"}, "spec": {"taints": "gpu"}}]}, "Node n whose spec.taints"),
