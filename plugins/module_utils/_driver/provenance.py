@@ -45,11 +45,12 @@ LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib
 MAX_PACKAGES = 20
 MAX_READ = 64 * 1024  # the installer log's version is on its first lines
 _VERSION = re.compile(r"[0-9]{3,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?")
-_LOG_VERSION = re.compile(r"^installer version:\s*([0-9]{3,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\s*$", re.MULTILINE)
-_LIB_VERSION = re.compile(r"^libnvidia-ml\.so\.([0-9]{3,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)$")
+_LOG_VERSION = re.compile(r"^installer version:[ \t]*([0-9]{3,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)[ \t]*(?:\r?\n|\Z)",
+                          re.MULTILINE)
+_LIB_VERSION = re.compile(r"^libnvidia-ml\.so\.([0-9]{3,4}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\Z")
 # The distributions' own driver packages (Ubuntu's archive, Debian non-free, Canonical's signed modules);
 # every other driver package comes from NVIDIA's CUDA repository (or a mirror of it).
-_DISTRO_NAMES = re.compile(r"^(nvidia-driver-[0-9]+-server|linux-modules-nvidia-|nvidia-kernel-(open-)?dkms$)")
+_DISTRO_NAMES = re.compile(r"^(nvidia-driver-[0-9]+-server|linux-modules-nvidia-|nvidia-kernel-(open-)?dkms\Z)")
 
 
 def _path(root, rel):
