@@ -50,5 +50,10 @@ all:
     out = proc.stdout
     assert '"msg": "MIG is not planned here: %s"' % REASON in out
     assert out.count("No NVIDIA GPU here") == 1 and "No NVIDIA GPU here (libnvidia-ml.so.1 not found" in out
-    unread_note = out.split("TASK [gpuops.platform.mig : Note a node without NVIDIA GPU]", 1)[1].split("TASK [", 1)[0]
-    assert "skipping: [unread]" in unread_note and "ok: [cpu]" in unread_note
+    note = out.split("TASK [gpuops.platform.mig : Note a node without NVIDIA GPU, or whose GPUs NVML cannot read]",
+                     1)[1].split("TASK [", 1)[0]
+    # Each host's result, from its "ok: [host] =>" line to the next host's.
+    results = dict((part.split("]", 1)[0], part) for part in note.split("ok: [")[1:])
+    assert sorted(results) == ["cpu", "unread"]
+    assert "MIG is not planned here" in results["unread"] and "No NVIDIA GPU here" not in results["unread"]
+    assert "No NVIDIA GPU here" in results["cpu"] and "MIG is not planned here" not in results["cpu"]
