@@ -27,6 +27,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
     ConfigError,
     FileEdit,
     Plan,
+    check_written,
     read_text,
 )
 
@@ -87,5 +88,6 @@ def plan_docker(config_path="/etc/docker/daemon.json", runtime_name=NVIDIA_RUNTI
     if wanted == current and text is not None:
         after = text
     else:
-        after = json.dumps(wanted, indent=_indent_of(text), ensure_ascii=False) + "\n"
+        after = check_written(config_path, json.dumps(wanted, indent=_indent_of(text), ensure_ascii=False) + "\n",
+                              wanted, load_daemon_json)
     return Plan("docker", [FileEdit(config_path, text, after)])
