@@ -21,7 +21,8 @@ from ansible.plugins.action import ActionBase
 from ansible.vars.hostvars import HostVarsVars
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import (
-    documents, fleet_approval, fleet_plan, fleet_report, fleet_schema, fleet_views, fleet_waves, recorded_facts)
+    documents, fleet_approval, fleet_plan, fleet_report, fleet_schema, fleet_views, fleet_waves, recorded_facts,
+    variable_sources)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import refusal_lines
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import check_hosts, load_catalog, refusal
@@ -171,6 +172,8 @@ class ActionModule(ActionBase):
         if unknown:
             raise AnsibleActionFail("hosts not in the inventory: %s" % ", ".join(unknown))
         variables = read_variables(hostvars, names, self._loader)
+        # Before any of them is templated: a value whose YAML aliases expand past the budget would hang it.
+        variable_sources.check_inventory_files(variables[n] for n in names)
         # Before anything is planned or written: a misspelt variable (nvidia_driver_verison) would be ignored and
         # its host planned with the default. The hosts run no play of their own, so their gpuops_* are checked too.
         _checked, _names, lines = check_hosts([(n, variables[n], True) for n in names],

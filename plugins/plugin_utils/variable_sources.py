@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import os
 
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import documents
@@ -69,14 +70,48 @@ def inventory_files(variables):
     return files
 
 
+class InventoryFileError(AnsibleActionFail):
+    """An inventory variables file the collection refuses to read (its aliases expand past the budget)."""
+
+
+def _refused(exc):
+    return InventoryFileError(str(exc))
+
+
 def _load(path, cache):
     if path not in cache:
-        try:  # size and depth checked before it is parsed
-            data = documents.read_yaml(path, "inventory variables file")
+        try:  # size, depth and size written out (aliases) checked before it is built
+            data = documents.read_yaml(shown_path(path), "inventory variables file")
+        except documents.ExpansionError as exc:
+            raise _refused(exc)
         except documents.DocumentError:
-            data = None
+            data = None  # what Ansible reads and PyYAML does not (!vault): no source to name
         cache[path] = data if isinstance(data, dict) else {}
     return cache[path]
+
+
+def check_inventory_files(variables_list, checked=None):
+    """Refuse the run when an inventory variables file of these hosts expands past the budget (YAML aliases).
+
+    Ansible builds such a file with its aliases shared, and templating one of
+    its values (a planned variable read through hostvars) then writes out
+    billions of values. Each file is composed, not built, once; a file
+    without ``*`` holds no alias and is not parsed at all.
+    """
+    checked = set() if checked is None else checked
+    for variables in variables_list:
+        for path in inventory_files(variables):
+            if path in checked:
+                continue
+            checked.add(path)
+            try:
+                text = documents.read_text(path, "inventory variables file")
+                if "*" in text:
+                    documents.compose_yaml(text, "inventory variables file %s" % shown_path(path))
+            except documents.ExpansionError as exc:
+                raise _refused(exc)
+            except documents.DocumentError:
+                continue  # Ansible has read it: its own errors are not this check's
 
 
 def variable_sources(names, variables_list, cwd=None):

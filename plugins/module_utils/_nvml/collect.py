@@ -26,6 +26,8 @@ import os
 import re
 import uuid
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import unique_keys_hook
+
 KERNEL_MODULE_VERSION_PATHS = ("/sys/module/nvidia/version", "/proc/driver/nvidia/version")
 # Where distributions put libnvidia-ml.so.<version>: the user-space driver version
 # when NVML itself cannot start (the driver/library mismatch).
@@ -853,7 +855,9 @@ def load_replay(path, option="replay_file"):
     """
     text = read_text_file(path, option)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys_hook("%s %s" % (option, path), ReplayError))
+    except ReplayError:
+        raise
     except ValueError as err:
         raise ReplayError("%s %s is not JSON: %s" % (option, path, err))
     except RecursionError:

@@ -104,8 +104,8 @@ def containerd_configs(draw, version):
     containerd = {"runtimes": runtimes}
     if draw(st.booleans()):
         containerd["default_runtime_name"] = "runc"
-    cri_section = dict(draw(flat_tables.map(lambda t: dict((k, v) for k, v in t.items()
-                                                                   if k not in ("containerd", "cdi_spec_dirs")))),
+    settings_ = draw(flat_tables)
+    cri_section = dict(((k, v) for k, v in settings_.items() if k not in ("containerd", "cdi_spec_dirs")),
                        containerd=containerd)
     plugins = dict((("io.containerd.%s.v1" % name), table)
                    for name, table in draw(st.dictionaries(keys, flat_tables, max_size=2)).items())
