@@ -50,9 +50,13 @@ def _vars_files(stem):
     return files
 
 
-def inventory_files(variables):
+def inventory_files(variables, listed=None):
     """The group_vars and host_vars files that can hold one host's variables: beside its inventory and the
-    playbook, for the groups ``all`` and ``group_names`` and the host itself."""
+    playbook, for the groups ``all`` and ``group_names`` and the host itself.
+
+    ``listed``: a dict kept across hosts, so each group's folder is looked at once (20,000 hosts share them).
+    """
+    listed = {} if listed is None else listed
     host = to_text(variables.get("inventory_hostname") or "")
     groups = ["all"] + [to_text(g) for g in variables.get("group_names") or []]
     bases = []
@@ -64,9 +68,12 @@ def inventory_files(variables):
     for base in bases:
         for folder, name in [("group_vars", g) for g in groups] + ([("host_vars", host)] if host else []):
             try:  # a name that is not one file name ("../escape") names no file of that folder
-                files.extend(_vars_files(documents.inside(os.path.join(base, folder), name, "", folder)))
+                stem = documents.inside(os.path.join(base, folder), name, "", folder)
             except documents.DocumentError:
                 continue
+            if stem not in listed:
+                listed[stem] = _vars_files(stem)
+            files.extend(listed[stem])
     return files
 
 
@@ -98,9 +105,9 @@ def check_inventory_files(variables_list, checked=None):
     billions of values. Each file is composed, not built, once; a file
     without ``*`` holds no alias and is not parsed at all.
     """
-    checked = set() if checked is None else checked
+    checked, listed = set() if checked is None else checked, {}
     for variables in variables_list:
-        for path in inventory_files(variables):
+        for path in inventory_files(variables, listed):
             if path in checked:
                 continue
             checked.add(path)
@@ -124,9 +131,9 @@ def variable_sources(names, variables_list, cwd=None):
     """
     wanted = set(to_text(n) for n in names)
     found = {}
-    cache = {}
+    cache, listed = {}, {}
     for variables in variables_list:
-        files = inventory_files(variables)
+        files = inventory_files(variables, listed)
         for name in sorted(wanted):
             setting = [path for path in files if name in _load(path, cache)]
             same = [path for path in setting if variables.get(name) == _load(path, cache)[name]]

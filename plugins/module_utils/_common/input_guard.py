@@ -115,7 +115,7 @@ ENDLESS = float("inf")
 def data_children(value):
     """The values inside parsed data (mapping values, list items), or None for a scalar."""
     if isinstance(value, dict):
-        return list(value.values())
+        return value.values()
     if isinstance(value, (list, tuple)):
         return value
     return None
@@ -136,6 +136,31 @@ def shape(root, children=data_children, max_depth=None, max_values=None):
     kids = children(root)
     if kids is None:
         return 0, 1, 1
+    # Most documents share nothing: one pass in pre-order, as for a tree. The first container met a second
+    # time (an alias, or a container holding itself) sends the count to the walk that remembers each one.
+    seen = set()
+    deepest, values = 0, 1
+    todo = [(root, kids, 1)]
+    while todo:
+        node, kids, level = todo.pop()
+        if id(node) in seen:
+            return _shared_shape(root, children, max_depth, max_values)
+        seen.add(id(node))
+        if level > deepest:
+            deepest = level
+            if max_depth is not None and deepest > max_depth:
+                return deepest, values, values
+        values += len(kids)
+        for child in kids:
+            grandchildren = children(child)
+            if grandchildren is not None:
+                todo.append((child, grandchildren, level + 1))
+    return deepest, values, values
+
+
+def _shared_shape(root, children, max_depth, max_values):
+    """:func:`shape` of a tree with shared containers: each walked once, in post-order, its counts remembered."""
+    kids = children(root)
     done = {}  # id(container) -> (depth, values); scalars are never in it
     walking = set()  # the containers on the current path
     stack = [(root, kids, False)]

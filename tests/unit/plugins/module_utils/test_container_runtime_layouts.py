@@ -9,6 +9,7 @@ before it is written: a text that means something else is refused.
 import json
 import re
 import time
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 import tomlkit
 from tomlkit import container as tomlkit_container
 
-from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime import base, docker
+from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime import base, docker, toml_file
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import ConfigError, WriteMismatch
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.containerd import plan_containerd
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.crio import plan_crio
@@ -138,9 +139,15 @@ def planned(text, version, **options):
        layout=st.sampled_from(sorted(LAYOUTS) + ["mixed"]),
        choices=st.lists(st.sampled_from([HEADER, DOTTED, INLINE]), min_size=1, max_size=6),
        mode=st.sampled_from(["in_place", "drop_in"]), set_as_default=st.booleans(), enable_cdi=st.booleans(),
-       systemd_cgroup=st.sampled_from([None, True]))
+       systemd_cgroup=st.sampled_from([None, True]), cut=st.booleans())
 def test_containerd_edit_means_the_same_in_every_layout(version, data, layout, choices, mode, set_as_default,
-                                                        enable_cdi, systemd_cgroup):
+                                                        enable_cdi, systemd_cgroup, cut):
+    """``cut``: the main config is edited through its CRI tables only, as a large one is (toml_file.TomlFile)."""
+    with mock.patch.object(toml_file, "SCOPED_MIN_SIZE", 0 if cut else toml_file.SCOPED_MIN_SIZE):
+        _check_layout(version, data, layout, choices, mode, set_as_default, enable_cdi, systemd_cgroup)
+
+
+def _check_layout(version, data, layout, choices, mode, set_as_default, enable_cdi, systemd_cgroup):
     config = data.draw(containerd_configs(version))
     plain_text = render(config, LAYOUTS["tables"])
     text = render(config, layout_style(layout, choices))
@@ -216,8 +223,7 @@ def _broken_dump(doc):
 @pytest.mark.parametrize("mode", ["in_place", "drop_in"])
 def test_a_text_that_reads_back_differently_is_not_planned(monkeypatch, mode):
     monkeypatch.setattr(base, "dump_toml", _broken_dump)
-    monkeypatch.setattr("ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.toml_file.dump_toml",
-                        _broken_dump)
+    monkeypatch.setattr(toml_file, "dump_toml", _broken_dump)
     text = render(load_toml(ROOT_DOTTED.format(version=2, cri=CRI2)), LAYOUTS["tables"])
     with pytest.raises(WriteMismatch) as caught:
         planned(text, 2, mode=mode)
