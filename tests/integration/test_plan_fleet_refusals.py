@@ -171,5 +171,5 @@ def test_a_mig_config_file_of_laughs_is_that_hosts_error_in_seconds(repo_root, s
     _append(site, "dgx_a100", "mig_config: {}\nmig_config_file: %s\n" % mig_file)
     proc, _out = _run(repo_root, site, "plan_fleet")
     assert proc.returncode == 2, proc.stdout[-3000:]
-    assert "dgx-a100-01: invalid MIG config (mig_config_file %s repeats itself through YAML aliases" % mig_file \
-        in proc.stdout, proc.stdout[-3000:]
+    assert ("dgx-a100-01: invalid MIG config (mig_config_file %s): mig_config_file %s repeats itself through YAML "
+            "aliases" % (mig_file, mig_file)) in proc.stdout, proc.stdout[-3000:]
