@@ -29,7 +29,7 @@ try:
     import tomlkit
     from tomlkit.container import Container
     from tomlkit.exceptions import TOMLKitError
-    from tomlkit.items import Comment, InlineTable, String, Table, Whitespace
+    from tomlkit.items import AoT, Comment, InlineTable, String, Table, Whitespace
     HAS_TOMLKIT = True
     TOMLKIT_IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - exercised on hosts without tomlkit
@@ -591,14 +591,28 @@ def _canonical_table(data):
     return table
 
 
+def _is_header_table(item_key, item):
+    return isinstance(item, (Table, AoT)) and item_key is not None and not _is_dotted(item_key)
+
+
+def _refill(container, items):
+    """Put ``items`` in ``container`` as tomlkit's parser does (in parsing mode), its own dict view too."""
+    dict.clear(container)
+    container.__init__(True)
+    for item_key, item in items:
+        container.append(item_key, item)
+    container.parsing(False)
+
+
 def _rebuild_dotted(owner, key):
-    """Write the dotted keys of ``container`` that start with ``key`` as [header] tables instead.
+    """Write the dotted keys of ``owner`` (the document or a table) that start with ``key`` as [header] tables.
 
     tomlkit cannot add a table below dotted keys (``a.b.c = 1``): the new
     [header] is written among the dotted lines, and the lines after it then
-    belong to the new table. Those dotted lines are taken out and their data is
-    added back as tables after everything else in ``container``; comment lines
-    and every other item stay where they were.
+    belong to the new table. Those dotted lines are taken out and their data
+    goes back as tables just before the first [header] table of ``owner``
+    (where the dotted lines' part of the file ends); comment lines and every
+    other item stay where they were.
     """
     container = owner.value if isinstance(owner, Table) else owner
     kept, data = [], {}
@@ -609,12 +623,12 @@ def _rebuild_dotted(owner, key):
             kept.append((item_key, item))
     if not data:
         return False
-    dict.clear(container)
-    container.__init__(True)  # the parser's state: items appended as they were read
-    for item_key, item in kept:
-        container.append(item_key, item)
-    container.append(key, _canonical_table(data[key]))
-    container.parsing(False)
+    first_table = next((index for index, (item_key, item) in enumerate(kept) if _is_header_table(item_key, item)),
+                       len(kept))
+    table = _canonical_table(data[key])
+    if first_table < len(kept):
+        table.trivia.trail = table.trivia.trail or "\n"
+    _refill(container, kept[:first_table] + [(tomlkit.key(key), table)] + kept[first_table:])
     if owner is not container:
         dict.__setitem__(owner, key, container.item(key))  # the table's own view of its keys
     return True
@@ -623,13 +637,18 @@ def _rebuild_dotted(owner, key):
 def canonical_path(doc, path):
     """Make every table on ``path`` a [header] table (or an inline one) rather than dotted keys.
 
-    Returns True when something was rewritten; what the document means is the same.
+    Returns True when something was rewritten; what the document means is the
+    same. The document is then read again from its own text, so that every
+    tomlkit release (older ones keep merged copies of split tables) edits it
+    as a file written that way.
     """
     changed = False
     for depth, key in enumerate(path):
         for owner in [doc] if depth == 0 else parts_at(doc, path[:depth]):
             if any(_is_dotted(k) and k.key == key for k, _item in _body(owner)):
                 changed = _rebuild_dotted(owner, key) or changed
+    if changed:
+        _refill(doc, tomlkit.parse(tomlkit.dumps(doc)).body)
     return changed
 
 
