@@ -21,7 +21,8 @@ from ansible.plugins.action import ActionBase
 from ansible.vars.hostvars import HostVarsVars
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import (
-    documents, fleet_approval, fleet_plan, fleet_report, fleet_schema, fleet_views, fleet_waves, recorded_facts)
+    documents, fleet_approval, fleet_plan, fleet_report, fleet_schema, fleet_views, fleet_waves, recorded_facts,
+    variable_sources)
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_files import write_atomic
 from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action import refusal_lines
 from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_types
@@ -192,6 +193,8 @@ class ActionModule(ActionBase):
         names = args["hosts"] if args["hosts"] is not None else inventory.get(args["group"], [])
         hostvars = known_hosts(task_vars, names)
         variables = read_variables(hostvars, names, self._loader)
+        # Before any of them is templated: a value whose YAML aliases expand past the budget would hang it.
+        variable_sources.check_inventory_files(variables[n] for n in names)
         # Before anything is planned or written: a misspelt variable (nvidia_driver_verison) would be ignored and
         # its host planned with the default. The hosts run no play of their own, so their gpuops_* are checked too.
         manager, catalog = getattr(hostvars, "_variable_manager", None), load_catalog()

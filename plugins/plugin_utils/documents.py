@@ -23,6 +23,7 @@ import os
 import re
 from itertools import accumulate
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common import input_guard
 from ansible_collections.gpuops.platform.plugins.module_utils._nvml import collect as nvml
 
 # Nesting levels: the deepest field of a facts record is about 8 levels down, of plan.json about 10.
@@ -93,20 +94,11 @@ def json_depth(text):
 
 
 def depth(value, stop=MAX_DEPTH):
-    """The nesting depth of a parsed value (lists and mappings), without recursion; stops past ``stop``."""
-    if not isinstance(value, (dict, list, tuple)):
-        return 0
-    deepest = 0
-    todo = [(value, 1)]
-    while todo:
-        item, level = todo.pop()
-        if level > deepest:
-            deepest = level
-            if deepest > stop:
-                return deepest
-        children = item.values() if isinstance(item, dict) else item
-        todo.extend((child, level + 1) for child in children if isinstance(child, (dict, list, tuple)))
-    return deepest
+    """The nesting depth of a parsed value (lists and mappings), without recursion; stops past ``stop``.
+
+    A container used in several places (a YAML alias) is walked once.
+    """
+    return input_guard.shape(value, max_depth=stop)[0]
 
 
 def _too_deep(what, limit):
@@ -114,11 +106,39 @@ def _too_deep(what, limit):
                          "or not one; record or write it again" % (what, limit))
 
 
-def check_depth(value, what, limit=MAX_DEPTH):
-    """``value`` (already parsed, e.g. a fact from Ansible's fact cache); raises DocumentError when too deep."""
-    if depth(value, limit) > limit:
+class ExpansionError(DocumentError):
+    """A document whose aliases repeat so much that, written out, it would hold more values than allowed."""
+
+
+def check_shape(value, what, limit=MAX_DEPTH, children=input_guard.data_children, key_of=None):
+    """``value`` (parsed data, or YAML nodes with their ``children``): refused when too deep or too large written out.
+
+    ``key_of(value)`` gives ``[(key, child)]`` of the top mapping, to name the key that expands.
+    """
+    found, values, distinct = input_guard.shape(value, children, max_depth=limit)
+    if found > limit:
         raise _too_deep(what, limit)
+    if values > input_guard.expansion_budget(distinct):
+        sizes = [(input_guard.shape(child, children)[1], key) for key, child in (key_of(value) if key_of else ())]
+        raise ExpansionError("%s. Nothing was changed; write the values out, or use fewer aliases of aliases, and "
+                             "run again." % input_guard.expansion_message(
+                                 what, distinct, max(sizes, key=lambda pair: pair[0])[1] if sizes else None))
     return value
+
+
+def _top_keys(value):
+    return list(value.items()) if isinstance(value, dict) else []
+
+
+def check_depth(value, what, limit=MAX_DEPTH):
+    """``value`` (already parsed, e.g. a fact from Ansible's fact cache); raises DocumentError when too deep,
+    or when its shared parts (YAML aliases) would make it too large written out."""
+    return check_shape(value, what, limit, key_of=_top_keys)
+
+
+def unique_keys(what):
+    """An ``object_pairs_hook`` for json.loads that refuses a key given twice in one object, naming it and ``what``."""
+    return input_guard.unique_keys_hook(what, DocumentError)
 
 
 def loads_json(text, what, max_depth=MAX_DEPTH):
@@ -126,7 +146,9 @@ def loads_json(text, what, max_depth=MAX_DEPTH):
     if json_depth(text) > max_depth:
         raise _too_deep(what, max_depth)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys(what))
+    except DocumentError:
+        raise
     except ValueError as exc:  # a number too long to convert is a ValueError too
         raise DocumentError("%s is not JSON: %s" % (what, exc))
     except RecursionError:  # the check above counts every bracket: not reached, but never a bare error
@@ -148,12 +170,29 @@ def read_json(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
     return text, loads_json(text, "%s %s" % (what, path), max_depth)
 
 
-def read_yaml(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
-    """The YAML (or JSON) document in ``path``, size and depth checked before it is built."""
+def _node_children(node):
+    """The nodes inside a composed YAML node (keys and values of a mapping, items of a sequence), None for a scalar."""
+    value = node.value
+    if isinstance(value, list):
+        return [part for item in value for part in (item if isinstance(item, tuple) else (item,))]
+    return None
+
+
+def _node_keys(node):
+    value = node.value if isinstance(node.value, list) else []
+    return [(key.value, child) for key, child in (item for item in value if isinstance(item, tuple))
+            if isinstance(key.value, str)]
+
+
+def compose_yaml(text, where, max_depth=MAX_DEPTH):
+    """The YAML node graph of ``text`` (aliases are the node they name), checked before anything is built from it.
+
+    Its depth and its size written out are counted, each shared node once: a
+    kilobyte of aliases of aliases would otherwise build, compare or template
+    billions of values. Tags are not read (Ansible's ``!vault`` and ``!unsafe`` are fine here).
+    """
     import yaml  # the controller always has PyYAML (ansible-core needs it)
 
-    text = read_text(path, what, max_bytes)
-    where = "%s %s" % (what, path)
     # PyYAML takes seconds to scan a few thousand nested flow brackets: far more of them than the limit (quoted
     # text aside) is refused at once; the parser's events count the rest exactly.
     if json_depth(_SINGLE_QUOTED.sub("", text)) > YAML_FLOW_SLACK * max_depth:
@@ -168,8 +207,35 @@ def read_yaml(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
                     raise _too_deep(where, max_depth)
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 level -= 1
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        raise DocumentError("%s is neither JSON nor YAML: %s" % (where, exc))
+    if node is not None:
+        check_shape(node, where, max_depth, _node_children, _node_keys)
+    return node
+
+
+def read_yaml(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
+    """The YAML (or JSON) document in ``path``, size, depth and size written out checked before it is built."""
+    import yaml  # the controller always has PyYAML (ansible-core needs it)
+
+    text = read_text(path, what, max_bytes)
+    where = "%s %s" % (what, path)
+    node = compose_yaml(text, where, max_depth)
+    if node is None:
+        return None
+    try:
+        loader = yaml.SafeLoader("")
+        try:
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
         # An alias can still make a mapping hold itself: that is refused as too deep here.
-        return check_depth(yaml.safe_load(text), where, max_depth)
+        return check_depth(data, where, max_depth)
     except yaml.YAMLError as exc:
         raise DocumentError("%s is neither JSON nor YAML: %s" % (where, exc))
     except (ValueError, RecursionError) as exc:

@@ -90,6 +90,12 @@ def setting_type_errors(settings):
     errors = []
     for key, kinds in sorted(SETTING_KINDS.items()):
         value = settings.get(key)
+        if isinstance(value, (dict, list)):
+            try:  # each shared part (a YAML alias) counted once: a billion laughs is refused, not written out
+                documents.check_depth(value, SETTING_VARIABLES.get(key, key))
+            except documents.DocumentError as exc:
+                errors.append(str(exc))
+                continue
         if value is None or isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
             continue
         errors.append("%s must be %s, got %s %s" % (SETTING_VARIABLES.get(key, key), " or ".join(

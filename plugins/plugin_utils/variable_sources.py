@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import os
 
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.platform.plugins.module_utils._common.shown import shown_name
@@ -51,9 +52,13 @@ def _vars_files(stem):
     return files
 
 
-def inventory_files(variables):
+def inventory_files(variables, listed=None):
     """The group_vars and host_vars files that can hold one host's variables: beside its inventory and the
-    playbook, for the groups ``all`` and ``group_names`` and the host itself."""
+    playbook, for the groups ``all`` and ``group_names`` and the host itself.
+
+    ``listed``: a dict kept across hosts, so each group's folder is looked at once (20,000 hosts share them).
+    """
+    listed = {} if listed is None else listed
     host = to_text(variables.get("inventory_hostname") or "")
     groups = ["all"] + [to_text(g) for g in variables.get("group_names") or []]
     bases = []
@@ -65,20 +70,57 @@ def inventory_files(variables):
     for base in bases:
         for folder, name in [("group_vars", g) for g in groups] + ([("host_vars", host)] if host else []):
             try:  # a name that is not one file name ("../escape") names no file of that folder
-                files.extend(_vars_files(documents.inside(os.path.join(base, folder), name, "", folder)))
+                stem = documents.inside(os.path.join(base, folder), name, "", folder)
             except documents.DocumentError:
                 continue
+            if stem not in listed:
+                listed[stem] = _vars_files(stem)
+            files.extend(listed[stem])
     return files
+
+
+class InventoryFileError(AnsibleActionFail):
+    """An inventory variables file the collection refuses to read (its aliases expand past the budget)."""
+
+
+def _refused(exc):
+    return InventoryFileError(str(exc))
 
 
 def _load(path, cache):
     if path not in cache:
-        try:  # size and depth checked before it is parsed
-            data = documents.read_yaml(path, "inventory variables file")
+        try:  # size, depth and size written out (aliases) checked before it is built
+            data = documents.read_yaml(shown_path(path), "inventory variables file")
+        except documents.ExpansionError as exc:
+            raise _refused(exc)
         except documents.DocumentError:
-            data = None
+            data = None  # what Ansible reads and PyYAML does not (!vault): no source to name
         cache[path] = data if isinstance(data, dict) else {}
     return cache[path]
+
+
+def check_inventory_files(variables_list, checked=None):
+    """Refuse the run when an inventory variables file of these hosts expands past the budget (YAML aliases).
+
+    Ansible builds such a file with its aliases shared, and templating one of
+    its values (a planned variable read through hostvars) then writes out
+    billions of values. Each file is composed, not built, once; a file
+    without ``*`` holds no alias and is not parsed at all.
+    """
+    checked, listed = set() if checked is None else checked, {}
+    for variables in variables_list:
+        for path in inventory_files(variables, listed):
+            if path in checked:
+                continue
+            checked.add(path)
+            try:
+                text = documents.read_text(path, "inventory variables file")
+                if "*" in text:
+                    documents.compose_yaml(text, "inventory variables file %s" % shown_path(path))
+            except documents.ExpansionError as exc:
+                raise _refused(exc)
+            except documents.DocumentError:
+                continue  # Ansible has read it: its own errors are not this check's
 
 
 def variable_sources(names, variables_list, cwd=None):
@@ -91,9 +133,9 @@ def variable_sources(names, variables_list, cwd=None):
     """
     wanted = set(to_text(n) for n in names)
     found = {}
-    cache = {}
+    cache, listed = {}, {}
     for variables in variables_list:
-        files = inventory_files(variables)
+        files = inventory_files(variables, listed)
         for name in sorted(wanted):
             setting = [path for path in files if name in _load(path, cache)]
             same = [path for path in setting if variables.get(name) == _load(path, cache)[name]]

@@ -64,9 +64,18 @@ def _load(data):
         doc = yaml.safe_load(data)
     except (yaml.YAMLError, ValueError, RecursionError):
         return None
-    if not isinstance(doc, (dict, list)):
-        return None
+    if not isinstance(doc, (dict, list)) or _expands(doc):
+        return None  # aliases of aliases (the corpus holds such documents): written out they fill the memory
     return json.loads(json.dumps(doc, default=str)), lambda d: yaml.safe_dump(d).encode()
+
+
+def _expands(doc):
+    """Whether ``doc`` (as PyYAML built it, aliases shared) holds more values written out than the collection reads."""
+    # The collection is on the path once targets is imported (tests/conftest.py): here, at the first mutation.
+    from ansible_collections.gpuops.platform.plugins.module_utils._common import input_guard
+
+    _depth, values, distinct = input_guard.shape(doc)
+    return values > input_guard.expansion_budget(distinct)
 
 
 def move_table(data, rng):

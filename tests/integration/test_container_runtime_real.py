@@ -270,3 +270,26 @@ def test_containerd_loads_the_nvidia_runtime_from_unusual_layouts(real_runtimes,
     assert all(any(line == new for new in kept) for line in text.splitlines()
                if not line.strip().startswith(owned)), after_text
     assert not plan_containerd(str(config), mode="in_place", set_as_default=True).changed
+
+
+@pytest.mark.parametrize("name, corpus_file", [
+    ("containerd-1.7", "containerd_v2/cri-as-root-level-dotted-keys.toml"),
+    ("containerd-2", "containerd_v3/cri-as-root-level-dotted-keys.toml"),
+    ("containerd-2", "containerd_v3/cri-as-dotted-keys-under-plugins.toml"),
+])
+def test_containerd_loads_the_nvidia_runtime_from_dotted_keys(real_runtimes, tmp_path, name, corpus_file):
+    """CRI settings written as dotted keys: what containerd loads keeps every setting (runc's SystemdCgroup)."""
+    containerd = binary(real_runtimes, name)
+    config = place_config(tmp_path, (LAYOUTS / corpus_file).read_text())
+    before = dump(containerd, config)
+    write(plan_containerd(str(config), mode="in_place"))
+    loaded = dump(containerd, config)
+    cri = CRI[loaded["version"]]
+    runtimes = loaded["plugins"][cri]["containerd"]["runtimes"]
+    assert runtimes["runc"]["options"]["SystemdCgroup"] is True
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+    assert runtimes["nvidia"]["options"]["BinaryName"] == NVIDIA_BIN
+    assert "plugins" not in runtimes["nvidia"]["options"]
+    runtimes.pop("nvidia")
+    assert loaded == before
+    assert not plan_containerd(str(config), mode="in_place").changed

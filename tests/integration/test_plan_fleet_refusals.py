@@ -147,3 +147,29 @@ def test_the_shipped_inventories_do_not_overcommit_their_quotas(repo_root, tmp_p
     assert "quotas against capacity: within capacity" in proc.stdout
     # The inventories still give the inference tenant its 16 time-sliced GPUs.
     assert tenants["tenants"][1]["quota"]["nvidia.com/gpu"] == 16
+
+
+def _laughs():
+    """A billion laughs in under 1 KB: ten anchored lists of nine aliases; the last one written out holds 9**10 values."""
+    lines = ['lol0: &lol0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += ["lol%d: &lol%d [%s]" % (n, n, ", ".join(["*lol%d" % (n - 1)] * 9)) for n in range(1, 10)]
+    return "\n".join(lines) + "\n"
+
+
+def test_laughs_beside_a_typo_in_group_vars_are_refused_in_seconds_naming_the_file(repo_root, site):
+    vars_file = _append(site, "hgx_h100", 'nvidia_driver_verison: "570.195.03"\n' + _laughs())
+    proc, out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 2 and not out.exists(), proc.stdout[-3000:]
+    assert "inventory variables file %s repeats itself through YAML aliases (under 'lol9')" % vars_file in proc.stdout, \
+        proc.stdout[-3000:]
+
+
+def test_a_mig_config_file_of_laughs_is_that_hosts_error_in_seconds(repo_root, site):
+    mig_file = site / "laughs-mig.yaml"
+    mig_file.write_text("version: v1\nmig-configs:\n  all-balanced:\n" + "".join(
+        "    %s\n" % line for line in _laughs().splitlines()))
+    _append(site, "dgx_a100", "mig_config: {}\nmig_config_file: %s\n" % mig_file)
+    proc, _out = _run(repo_root, site, "plan_fleet")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert ("dgx-a100-01: invalid MIG config (mig_config_file %s): mig_config_file %s repeats itself through YAML "
+            "aliases" % (mig_file, mig_file)) in proc.stdout, proc.stdout[-3000:]

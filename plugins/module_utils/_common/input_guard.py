@@ -110,23 +110,153 @@ def toml_depth_bound(text, bracket_depth):
     return 3 * (dots + 1) + bracket_depth
 
 
-def value_depth(value, max_depth=MAX_DEPTH):
-    """The nesting depth of parsed data, counted without recursion; stops counting past ``max_depth``."""
-    deepest, stack = 0, [(value, 0)]
+# A value that holds itself (through a YAML alias, or an object built so) has no depth: it is this deep.
+ENDLESS = float("inf")
+
+
+def data_children(value):
+    """The values inside parsed data (mapping values, list items), or None for a scalar."""
+    if isinstance(value, dict):
+        return value.values()
+    if isinstance(value, (list, tuple)):
+        return value
+    return None
+
+
+def shape(root, children=data_children, max_depth=None, max_values=None):
+    """``(depth, values, distinct)`` of a tree whose containers may be shared (YAML aliases): counted, not expanded.
+
+    ``depth``: the nesting depth; ``values``: how many values (containers and
+    scalars) it holds written out, each shared container as often as it is
+    used; ``distinct``: the same with each shared container counted once.
+    ``children(node)`` lists a container's children (None for a scalar).
+    Each container is walked once, whatever the number of references to it,
+    without recursion. A container that holds itself gives :data:`ENDLESS`.
+    The walk stops early once ``depth`` passes ``max_depth`` or ``values``
+    passes ``max_values`` (the numbers returned are then lower bounds).
+    """
+    kids = children(root)
+    if kids is None:
+        return 0, 1, 1
+    # Most documents share nothing: one pass in pre-order, as for a tree. The first container met a second
+    # time (an alias, or a container holding itself) sends the count to the walk that remembers each one.
+    seen = set()
+    deepest, values = 0, 1
+    todo = [(root, kids, 1)]
+    while todo:
+        node, kids, level = todo.pop()
+        if id(node) in seen:
+            return _shared_shape(root, children, max_depth, max_values)
+        seen.add(id(node))
+        if level > deepest:
+            deepest = level
+            if max_depth is not None and deepest > max_depth:
+                return deepest, values, values
+        values += len(kids)
+        for child in kids:
+            grandchildren = children(child)
+            if grandchildren is not None:
+                todo.append((child, grandchildren, level + 1))
+    return deepest, values, values
+
+
+def _shared_shape(root, children, max_depth, max_values):
+    """:func:`shape` of a tree with shared containers: each walked once, in post-order, its counts remembered."""
+    kids = children(root)
+    done = {}  # id(container) -> (depth, values); scalars are never in it
+    walking = set()  # the containers on the current path
+    stack = [(root, kids, False)]
+    distinct = 0
     while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
+        node, kids, finished = stack.pop()
+        key = id(node)
+        if finished:
+            deepest, values = 0, 1
+            for child in kids:
+                child_depth, child_values = done.get(id(child), (0, 1))
+                if child_depth > deepest:
+                    deepest = child_depth
+                values += child_values
+                distinct += child_depth == 0
+            distinct += 1
+            done[key] = (deepest + 1, values)
+            walking.discard(key)
+            if (max_depth is not None and deepest + 1 > max_depth) or (max_values is not None and values > max_values):
+                return deepest + 1, values, distinct
             continue
-        depth += 1
-        deepest = max(deepest, depth)
-        if depth > max_depth:
-            return depth
-        stack.extend((child, depth) for child in children)
-    return deepest
+        if key in done:
+            continue
+        if key in walking:
+            return ENDLESS, ENDLESS, distinct
+        walking.add(key)
+        stack.append((node, kids, True))
+        for child in kids:
+            grandchildren = children(child)
+            if grandchildren is not None and id(child) not in done:
+                stack.append((child, grandchildren, False))
+    depth, values = done[id(root)]
+    return depth, values, distinct
+
+
+# A document may hold, written out (each alias replaced by what it names), this many values, or this many times
+# the values it really has, whichever is more: only aliases of aliases ("billion laughs") go past that.
+EXPANSION_FLOOR = 100000
+EXPANSION_RATIO = 10
+
+
+def expansion_budget(distinct):
+    """How many values a document that has ``distinct`` values may hold written out."""
+    return max(EXPANSION_FLOOR, EXPANSION_RATIO * distinct)
+
+
+def expansion_message(source, distinct, key=None):
+    """The refusal of ``source``, whose aliases expand past :func:`expansion_budget` (under ``key``, when known)."""
+    return ("%s repeats itself through YAML aliases%s: written out it would hold more than %d values (it has %d), "
+            "more than any such document holds, so it is not read" % (
+                source, " (under %s)" % shown_key(key) if key is not None else "", expansion_budget(distinct), distinct))
+
+
+def check_value_shape(value, source, max_depth=MAX_DEPTH, error=InputLimitError, advice=FILE_ADVICE):
+    """Refuse parsed data (aliases shared, as PyYAML builds them) too deep, or too large written out."""
+    depth, values, distinct = shape(value, max_depth=max_depth)
+    if depth > max_depth:
+        raise error("%s nests mappings or lists more than %d levels deep (nesting limit), or holds itself. %s"
+                    % (source, max_depth, advice))
+    if values > expansion_budget(distinct):
+        raise error("%s. %s" % (expansion_message(source, distinct), advice))
+    return value
+
+
+def shown_key(key):
+    """A key for a message: cut past 80 characters (its length given), non-ASCII escaped."""
+    key = key if isinstance(key, str) else repr(key)
+    text = key if len(key) <= 80 else "%s... (%d characters)" % (key[:80], len(key))
+    return ascii(text)
+
+
+def unique_keys_hook(source, error=InputLimitError, advice=FIX_ADVICE):
+    """A ``json.loads`` ``object_pairs_hook`` that refuses an object giving a key twice, naming the key and ``source``.
+
+    JSON leaves a repeated key to the reader, and Python's keeps the last one:
+    a facts file whose second ``"uncorrectable"`` hides the first reads as a
+    healthy GPU.
+    """
+    def hook(pairs):
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            seen = set()
+            for key, _value in pairs:
+                if key in seen:
+                    raise error("%s gives the key %s twice in one object; JSON readers differ on which one counts, "
+                                "so it is not read. %s" % (source, shown_key(key), advice))
+                seen.add(key)
+        return result
+    return hook
+
+
+def value_depth(value, max_depth=MAX_DEPTH):
+    """The nesting depth of parsed data, counted without recursion (each shared container once); stops past ``max_depth``."""
+    return shape(value, max_depth=max_depth)[0]
 
 
 def check_toml_value_depth(value, text, bracket_depth, source, max_depth=MAX_DEPTH, error=InputLimitError,

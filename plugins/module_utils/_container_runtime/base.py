@@ -29,7 +29,7 @@ try:
     import tomlkit
     from tomlkit.container import Container
     from tomlkit.exceptions import TOMLKitError
-    from tomlkit.items import Comment, InlineTable, String, Table, Whitespace
+    from tomlkit.items import AoT, Comment, InlineTable, String, Table, Whitespace
     HAS_TOMLKIT = True
     TOMLKIT_IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - exercised on hosts without tomlkit
@@ -525,12 +525,31 @@ def add_table(doc, path, key, table, like=None, near=None):
     return added
 
 
-def table_from_dict(data):
-    """A fresh tomlkit table from plain data, sub-dicts as sub-tables after the keys."""
-    table = tomlkit.table()
+def _add_values(table, data):
+    """Add the plain values of ``data`` (no tables) to a fresh ``table``, in time linear in their number.
+
+    tomlkit's ``add`` looks through the whole table for the last value before
+    its sub-tables on every call: a 10,000-key options table took a minute.
+    The table is fresh and holds no sub-table yet, so each value simply goes
+    last, which is what tomlkit's parser does (parsing mode).
+    """
+    container = table.value
+    container.parsing(True)
+    try:
+        for key, value in data.items():
+            if not isinstance(value, dict) and not (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
+                table.append(key, value)
+    finally:
+        container.parsing(False)
     for key, value in data.items():
-        if not isinstance(value, dict):
+        if isinstance(value, list) and any(isinstance(v, dict) for v in value):
             table.add(key, value)
+
+
+def table_from_dict(data, super_table=False):
+    """A fresh tomlkit table from plain data, sub-dicts as sub-tables after the keys."""
+    table = tomlkit.table(is_super_table=super_table)
+    _add_values(table, data)
     for key, value in data.items():
         if isinstance(value, dict):
             table.add(key, table_from_dict(value))
@@ -556,6 +575,118 @@ def add_fresh_table(doc, path, data):
     if isinstance(added, Table) and (header or offset):
         _indent_table(added, header, step, offset)
     return added
+
+
+def _is_dotted(key):
+    return key is not None and hasattr(key, "is_dotted") and key.is_dotted()
+
+
+def _canonical_table(data):
+    """Plain ``data`` as [header] tables (a header only where the table holds values of its own)."""
+    table = table_from_dict({}, super_table=all(isinstance(v, dict) for v in data.values()) and bool(data))
+    _add_values(table, data)
+    for key, value in data.items():
+        if isinstance(value, dict):
+            table.add(key, _canonical_table(value))
+    return table
+
+
+def _is_header_table(item_key, item):
+    return isinstance(item, (Table, AoT)) and item_key is not None and not _is_dotted(item_key)
+
+
+def _refill(container, items):
+    """Put ``items`` in ``container`` as tomlkit's parser does (in parsing mode), its own dict view too."""
+    dict.clear(container)
+    container.__init__(True)
+    for item_key, item in items:
+        container.append(item_key, item)
+    container.parsing(False)
+
+
+def _rebuild_dotted(owner, key):
+    """Write the dotted keys of ``owner`` (the document or a table) that start with ``key`` as [header] tables.
+
+    tomlkit cannot add a table below dotted keys (``a.b.c = 1``): the new
+    [header] is written among the dotted lines, and the lines after it then
+    belong to the new table. Those dotted lines are taken out and their data
+    goes back as tables just before the first [header] table of ``owner``
+    (where the dotted lines' part of the file ends); comment lines and every
+    other item stay where they were.
+    """
+    container = owner.value if isinstance(owner, Table) else owner
+    kept, data = [], {}
+    for item_key, item in list(container.body):
+        if item_key is not None and item_key.key == key and _is_dotted(item_key):
+            data = deep_merge(data, {key: plain(item)})
+        else:
+            kept.append((item_key, item))
+    if not data:
+        return False
+    first_table = next((index for index, (item_key, item) in enumerate(kept) if _is_header_table(item_key, item)),
+                       len(kept))
+    table = _canonical_table(data[key])
+    if first_table < len(kept):
+        table.trivia.trail = table.trivia.trail or "\n"
+    _refill(container, kept[:first_table] + [(tomlkit.key(key), table)] + kept[first_table:])
+    if owner is not container:
+        dict.__setitem__(owner, key, container.item(key))  # the table's own view of its keys
+    return True
+
+
+def canonical_path(doc, path):
+    """Make every table on ``path`` a [header] table (or an inline one) rather than dotted keys.
+
+    Returns True when something was rewritten; what the document means is the
+    same. The document is then read again from its own text, so that every
+    tomlkit release (older ones keep merged copies of split tables) edits it
+    as a file written that way.
+    """
+    changed = False
+    for depth, key in enumerate(path):
+        for owner in [doc] if depth == 0 else parts_at(doc, path[:depth]):
+            if any(_is_dotted(k) and k.key == key for k, _item in _body(owner)):
+                changed = _rebuild_dotted(owner, key) or changed
+    if changed:
+        _refill(doc, tomlkit.parse(tomlkit.dumps(doc)).body)
+    return changed
+
+
+class WriteMismatch(ConfigError):
+    """The text about to be written does not read back as the document meant: an error of this collection."""
+
+
+_MISSING = object()
+
+
+def _first_difference(meant, written, where=()):
+    """The key path where ``written`` first differs from ``meant``, as text."""
+    if isinstance(meant, dict) and isinstance(written, dict):
+        for key in list(meant) + [k for k in written if k not in meant]:
+            if meant.get(key, _MISSING) != written.get(key, _MISSING):
+                return _first_difference(meant.get(key, _MISSING), written.get(key, _MISSING), where + (key,))
+    return ".".join(str(part) for part in where) or "(the whole document)"
+
+
+def check_written(path, text, meant, loader):
+    """``text`` when ``loader(text, path)`` gives ``meant`` (the data to be written); else WriteMismatch.
+
+    A writer (tomlkit, or this collection's edit of its document) that produces
+    text meaning something else than the edited document would change settings
+    nobody asked to change; nothing is written then.
+    """
+    written = loader(text, path)
+    if written != meant:
+        raise WriteMismatch(
+            "%s: the new text would not mean what was planned (it differs at %s). This is an error of "
+            "gpuops.platform, not of the file: nothing was changed. Please report it with the file's layout "
+            "(keys and tables, values may be left out)." % (path, _first_difference(meant, written)))
+    return text
+
+
+def dump_checked(doc, path):
+    """The text of tomlkit ``doc``, checked to read back as ``doc``'s data (see :func:`check_written`)."""
+    return check_written(path, dump_toml(doc), plain(doc), load_plain)
 
 
 def is_real_table(item):

@@ -38,9 +38,10 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
     Plan,
     add_fresh_table,
     add_table,
+    canonical_path,
     copy_table,
     deep_merge,
-    dump_toml,
+    dump_checked,
     ensure_path,
     ensure_table,
     check_tables,
@@ -247,6 +248,8 @@ def _configure_cri(doc, version, effective_cri, opts):
     """
     cri_name = CRI_PLUGINS[version]
     runtimes_path = ["plugins", cri_name, "containerd", "runtimes"]
+    # Dotted keys on the way (plugins."...".containerd.runtimes.runc.options.X = 1) become tables first.
+    canonical_path(doc, runtimes_path + [opts.runtime_name, "options"])
     runtimes = ensure_path(doc, runtimes_path)
 
     effective_runtimes = lookup(effective_cri, ["containerd", "runtimes"]) or {}
@@ -472,5 +475,5 @@ def _plan_containerd(config_path="/etc/containerd/config.toml", mode="in_place",
         opts.default_elsewhere = True
         _configure_cri(doc, version, effective_cri, opts)
     edits = [FileEdit(config_path, main_text, new_main),
-             FileEdit(drop_in_path, drop_in_text, settled(drop_in_path, drop_in_text, dump_toml(doc)))]
+             FileEdit(drop_in_path, drop_in_text, settled(drop_in_path, drop_in_text, dump_checked(doc, drop_in_path)))]
     return Plan("containerd", edits, version, cri_name, warnings)

@@ -71,6 +71,7 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=base.NVIDIA_RUNTIM
     source_name = base.inherited_runtime(runtimes, default_name, runtime_name)
     source = runtimes[source_name] if source_name else {}
 
+    base.canonical_path(doc, ["crio", "runtime", "runtimes", runtime_name])
     table = base.ensure_path(doc, ["crio", "runtime", "runtimes", runtime_name])
     if not isinstance(table, dict):
         raise base.ConfigError("%s: crio.runtime.runtimes.%s is not a table" % (drop_in_path, runtime_name))
@@ -83,5 +84,5 @@ def plan_crio(config_path="/etc/crio/crio.conf", runtime_name=base.NVIDIA_RUNTIM
         base.set_value(base.ensure_path(doc, ["crio", "runtime"]), "default_runtime", runtime_name)
     elif base.lookup(doc, ["crio", "runtime", "default_runtime"]) == runtime_name:
         del doc["crio"]["runtime"]["default_runtime"]  # like nvidia-ctk: back to CRI-O's own default
-    after = base.settled(drop_in_path, drop_in_text, base.dump_toml(doc))
+    after = base.settled(drop_in_path, drop_in_text, base.dump_checked(doc, drop_in_path))
     return base.Plan("crio", [base.FileEdit(drop_in_path, drop_in_text, after)], warnings=warnings)

@@ -19,7 +19,11 @@ import json
 import re
 from collections import OrderedDict
 
-from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import check_document, check_type
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import (
+    check_document,
+    check_type,
+    unique_keys_hook,
+)
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     DEFAULT_NVIDIA_RUNTIME_PATH,
     MAX_CONFIG_BYTES,
@@ -27,6 +31,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime
     ConfigError,
     FileEdit,
     Plan,
+    check_written,
     read_text,
 )
 
@@ -46,16 +51,28 @@ def _object(data, key, path):
     return value
 
 
+def _ordered_unique(path):
+    """The object hook for daemon.json: keys in their order, a key given twice refused (rewriting it would drop one)."""
+    unique = unique_keys_hook(path, ConfigError)
+
+    def hook(pairs):
+        unique(pairs)
+        return OrderedDict(pairs)
+    return hook
+
+
 def load_daemon_json(text, path):
     if text is None or not text.strip():
         return OrderedDict()
     # The JSON parser (and the copy of what it read) recurse once per level: the depth is checked first.
     check_document(text, path, "json", MAX_CONFIG_BYTES, error=ConfigError)
     try:
-        data = json.loads(text, object_pairs_hook=OrderedDict)
+        data = json.loads(text, object_pairs_hook=_ordered_unique(path))
     except RecursionError:
         raise ConfigError("%s nests too deep for the JSON parser (nesting limit). Nothing was changed; fix the file "
                           "and run again." % path)
+    except ConfigError:
+        raise
     except ValueError as exc:
         raise ConfigError("%s is not valid JSON: %s. Nothing was changed; fix the file and run again." % (path, exc))
     if not isinstance(data, dict):
@@ -87,5 +104,6 @@ def plan_docker(config_path="/etc/docker/daemon.json", runtime_name=NVIDIA_RUNTI
     if wanted == current and text is not None:
         after = text
     else:
-        after = json.dumps(wanted, indent=_indent_of(text), ensure_ascii=False) + "\n"
+        after = check_written(config_path, json.dumps(wanted, indent=_indent_of(text), ensure_ascii=False) + "\n",
+                              wanted, load_daemon_json)
     return Plan("docker", [FileEdit(config_path, text, after)])

@@ -26,6 +26,8 @@ import re
 from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime.base import (
     HAS_FAST_TOML,
     ConfigError,
+    WriteMismatch,
+    check_written,
     dump_toml,
     load_plain,
     parse_toml,
@@ -139,6 +141,17 @@ def cut_view(data, scope):
     return kept
 
 
+def with_cut(data, edited, scope):
+    """``data`` (the whole file) with what :func:`cut_view` keeps of it replaced by ``edited`` (the edited cut)."""
+    if not scope or not isinstance(data, dict) or not isinstance(edited, dict):
+        return edited
+    kept = cut_view(data, scope)
+    result = dict((k, v) for k, v in data.items() if k not in kept or (k == scope[0] and k not in edited))
+    for key, value in edited.items():
+        result[key] = with_cut(data[key], value, scope[1:]) if key == scope[0] and key in data else value
+    return result
+
+
 def _without_empty_tables(data):
     """``data`` without the tables that hold nothing (after their own empty tables are gone).
 
@@ -210,7 +223,7 @@ class TomlFile(object):
             return self.before
         text = dump_toml(self._doc)
         if not self.scoped:
-            return text
+            return check_written(self.path, text, edited, load_plain)
         if load_plain(text, self.path) != edited:
             raise ScopeMismatch("tomlkit wrote something else")
         # Put the tables left out back before the chunk they came before.
@@ -229,4 +242,7 @@ class TomlFile(object):
             placed += 1
         if placed != len(self._gaps):
             raise ScopeMismatch("a table the tables left out came before is gone")
-        return "".join(parts)
+        try:
+            return check_written(self.path, "".join(parts), with_cut(self.data, edited, self._scope), load_plain)
+        except WriteMismatch:
+            raise ScopeMismatch("the tables put back do not give the whole file")

@@ -20,6 +20,7 @@ import json
 from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.gpuops.platform.plugins.module_utils._common.imports import optional_import
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import check_value_shape, unique_keys_hook
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import apply as mig_apply
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import config as mig_config
 from ansible_collections.gpuops.platform.plugins.module_utils._mig import plan as mig_plan
@@ -36,7 +37,10 @@ def read_document(path, option):
     except nvml_utils.ReplayError as exc:
         raise MigError("%s; nothing was changed" % exc)
     try:
-        return json.loads(text)
+        unique = unique_keys_hook("%s %s" % (option, path), MigError, "Nothing was changed; fix the file and run again.")
+        return json.loads(text, object_pairs_hook=unique)
+    except MigError:
+        raise
     except (ValueError, RecursionError):
         # RecursionError: Python before 3.12 refuses deeply nested JSON; YAML says what it is
         pass
@@ -44,11 +48,13 @@ def read_document(path, option):
         raise MigError(missing_required_lib("PyYAML", reason="to read the YAML file %s" % path))
     try:
         # libyaml's loader where PyYAML has it: NVIDIA's config files load 10x faster
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise MigError("%s %s is neither JSON nor YAML: %s; nothing was changed" % (option, path, exc))
     except (ValueError, TypeError, RecursionError) as exc:
         raise MigError("%s %s cannot be read as YAML: %s; nothing was changed" % (option, path, exc))
+    # Aliases are shared, not copied: counted once each, a kilobyte of aliases of aliases is refused here.
+    return check_value_shape(document, "%s %s" % (option, path), error=MigError)
 
 
 def check_config_name(name):

@@ -26,6 +26,7 @@ import os
 import re
 import uuid
 
+from ansible_collections.gpuops.platform.plugins.module_utils._common.input_guard import unique_keys_hook
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import host as driver_host
 
 KERNEL_MODULE_VERSION_PATHS = ("/sys/module/nvidia/version", "/proc/driver/nvidia/version")
@@ -952,7 +953,9 @@ def load_replay(path, option="replay_file"):
     """
     text = read_text_file(path, option)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys_hook("%s %s" % (option, path), ReplayError))
+    except ReplayError:
+        raise
     except ValueError as err:
         raise ReplayError("%s %s is not JSON: %s" % (option, path, err))
     except RecursionError:

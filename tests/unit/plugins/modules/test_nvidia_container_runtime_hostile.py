@@ -163,3 +163,16 @@ def test_a_cdi_driver_version_given_as_a_number_is_refused(tmp_path, version, wo
     path = tmp_path / "daemon.json"
     refused(tmp_path, dict(runtime="docker", config_path=str(path), cdi=dict(generate=True, driver_version=version)),
             words, "Nothing was changed.")
+
+
+def test_a_new_text_that_would_not_read_back_as_planned_is_not_written(tmp_path, config, monkeypatch):
+    """The collection's own error (here, a writer that drops a setting): the module fails and writes nothing."""
+    from ansible_collections.gpuops.platform.plugins.module_utils._container_runtime import base, toml_file
+
+    def losing(doc):
+        return base.tomlkit.dumps(doc).replace("SystemdCgroup = true", "")
+    monkeypatch.setattr(base, "dump_toml", losing)
+    monkeypatch.setattr(toml_file, "dump_toml", losing)
+    for mode in ("in_place", "drop_in"):
+        refused(tmp_path, dict(runtime="containerd", config_path=str(config), mode=mode),
+                "would not mean what was planned", "SystemdCgroup", "nothing was changed")
