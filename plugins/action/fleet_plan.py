@@ -17,7 +17,6 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 from ansible.vars.hostvars import HostVarsVars
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import (
@@ -28,6 +27,7 @@ from ansible_collections.gpuops.platform.plugins.plugin_utils.driver_action impo
 from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_types
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_check import (
     GLOBAL_PREFIX, check_hosts, load_catalog, owner, refusal, set_by_tasks)
+from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_action import ControllerAction
 
 ARGS = {
     "facts_dir": {"type": "path"},
@@ -175,15 +175,10 @@ def _host_view(variables, loader, host):
         return HostVarsVars(variables, loader=loader)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
+class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        _validation, args = self.validate_argument_spec(argument_spec=ARGS)
+        result, args = self.begin(tmp, task_vars, ARGS)
         for option in ("report_dir", "facts_dir", "previous_plan"):
             try:
                 documents.refuse_nul(args[option] or "", option)

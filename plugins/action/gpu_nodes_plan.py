@@ -11,10 +11,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.action.fleet_plan import inventory_variables
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity, gpu_nodes_plan
+from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_action import ControllerAction
 
 ARGS = {
     "hosts": {"type": "list", "elements": "str", "required": True},
@@ -29,15 +29,10 @@ ARGS = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
+class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        _validation, args = self.validate_argument_spec(argument_spec=ARGS)
+        result, args = self.begin(tmp, task_vars, ARGS)
         variables = inventory_variables(task_vars, args["hosts"], self._loader)
         try:
             capacity, nodes = gpu_nodes_plan.plan(

@@ -16,9 +16,9 @@ import os
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts
+from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_action import ControllerAction
 
 ARGS = {
     "record": {"type": "bool", "default": False},
@@ -54,15 +54,10 @@ def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
+class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        _validation, args = self.validate_argument_spec(argument_spec=ARGS)
+        result, args = self.begin(tmp, task_vars, ARGS)
         if args["plan_only"] and not self._task.check_mode:
             raise AnsibleActionFail(PLAN_ONLY)
         name = task_vars.get("inventory_hostname")

@@ -11,10 +11,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.action.fleet_plan import known_hosts, read_variables
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_approval, fleet_waves, recorded_facts
+from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_action import ControllerAction
 
 ARGS = {
     "hosts": {"type": "list", "elements": "str", "required": True},
@@ -74,15 +74,10 @@ def _some(names, shown=20):
     return ", ".join(names[:shown]) + (" and %d more" % more if more > 0 else "")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
+class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        _validation, args = self.validate_argument_spec(argument_spec=ARGS)
+        result, args = self.begin(tmp, task_vars, ARGS)
         inventory = task_vars.get("groups") or {}
         names = args["hosts"]
         if args["approved_plan_sha256"] is not None and not args["approved_plan"]:
