@@ -22,8 +22,7 @@ gpu_allocatable_diff = lazy_function(_CAPACITY, "gpu_allocatable_diff")
 gpu_nodes_allocatable = lazy_function(_CAPACITY, "gpu_nodes_allocatable")
 gpu_tenants_plan = lazy_function(_CAPACITY, "gpu_tenants_plan")
 gpu_dra_driver_check = lazy_function(_CAPACITY, "gpu_dra_driver_check")
-gpu_plan_refusal = lazy_function("plugin_utils.variable_types", "plan_refusal")
-gpu_plan_refusal.__name__ = "gpu_plan_refusal"
+gpu_plan_refusal = lazy_function("plugin_utils.variable_types", "plan_refusal", "gpu_plan_refusal")
 
 FilterModule = filter_module(
     gpu_capacity,

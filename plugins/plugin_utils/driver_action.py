@@ -31,8 +31,7 @@ from ansible_collections.gpuops.platform.plugins.module_utils._common.shown impo
 from ansible_collections.gpuops.platform.plugins.module_utils._common.typed_args import number_problem
 from ansible_collections.gpuops.platform.plugins.module_utils._driver import decision as rules
 # The version rules the nvidia_driver module applies on the node too (module_utils/_driver/decision.py).
-from ansible_collections.gpuops.platform.plugins.module_utils._driver.decision import (  # noqa: F401  (re-exported)
-    VERSION_RE, branch_of, same_version, version_key)
+from ansible_collections.gpuops.platform.plugins.module_utils._driver.decision import VERSION_RE, branch_of, same_version
 from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import hosts_phrase, variable_sources
 
 BRANCH_RE = re.compile(r"[0-9]{3,4}")

@@ -46,11 +46,14 @@ def filter_module(*functions):
     return FilterModule
 
 
-def lazy_function(name, function):
-    """A stand-in for the function ``function`` of the module ``name``, which imports it when first called."""
+def lazy_function(name, function, filter_name=None):
+    """A stand-in for the function ``function`` of the module ``name``, which imports it when first called.
+
+    ``filter_name``: the name it is a filter under, where that is not the function's own.
+    """
     module = lazy_module(name)
 
     def call(*args, **kwargs):
         return getattr(module, function)(*args, **kwargs)
-    call.__name__ = function
+    call.__name__ = filter_name or function
     return call

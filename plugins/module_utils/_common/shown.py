@@ -50,7 +50,7 @@ def _native(value):
     """``value`` as its plain Python type (ansible-core's tagged str, int, list... are subclasses)."""
     for kind in _NATIVE:
         if isinstance(value, kind):
-            if type(value) is kind:
+            if value.__class__ is kind:  # already plain: no copy
                 return value
             try:
                 return kind(value)

@@ -481,8 +481,8 @@ class Converger(object):
             reboot, reasons = False, []
         if spec["state"] == "absent" and host["loaded_version"]:
             reboot, reasons = True, ["driver removed but kernel module %s is still loaded" % host["loaded_version"]]
-        if (host["secure_boot"] and not params.get("mok_signing_key") and spec["state"] != "absent" and not self.kept
-                and self.modules.get("kind") != "precompiled"):
+        dkms_built = spec["state"] != "absent" and not self.kept and self.modules.get("kind") != "precompiled"
+        if host["secure_boot"] and not params.get("mok_signing_key") and dkms_built:
             self.warnings.append(
                 "Secure Boot is enabled and no mok_signing_key is set: the DKMS-built module only "
                 "loads if it is signed with a key enrolled in MOK")

@@ -164,8 +164,8 @@ def probe(root="/", installed=None, family="deb", loaded_version=None):
     if logged:
         evidence.append(INSTALLER_LOG)
     if evidence:
-        record.update(kind="runfile", version=(dkms[-1] if dkms else None) or (logged and logged.group(1))
-                      or (lib and lib[1]) or loaded_version)
+        version = (dkms[-1] if dkms else None) or (logged and logged.group(1)) or (lib and lib[1]) or loaded_version
+        record.update(kind="runfile", version=version)
         return record
     if lib:
         evidence.append("%s (no package)" % lib[0])

@@ -357,8 +357,7 @@ def unchanged_by_apply(obj, before, field_manager):
     if not fields:
         return False
     entries = [e for e in (before.get("metadata") or {}).get("managedFields") or []
-               if isinstance(e, dict) and e.get("manager") == field_manager and e.get("operation") == "Apply"
-               and not e.get("subresource")]
+               if isinstance(e, dict) and e.get("manager") == field_manager and e.get("operation") == "Apply" and not e.get("subresource")]
     if len(entries) != 1 or entries[0].get("apiVersion") != obj.get("apiVersion"):
         return False
     return _set_only(entries[0].get("fieldsV1")) == fields and _same_values(config, before)

@@ -38,7 +38,8 @@ def read_document(path, option):
         raise MigError("%s; nothing was changed" % exc)
     try:
         unique = unique_keys_hook("%s %s" % (option, path), MigError, "Nothing was changed; fix the file and run again.")
-        return json.loads(text, object_pairs_hook=unique)
+        # The same shape check as YAML's: Python 3.12+ reads JSON nested thousands deep.
+        return check_value_shape(json.loads(text, object_pairs_hook=unique), "%s %s" % (option, path), error=MigError)
     except MigError:
         raise
     except (ValueError, RecursionError):

@@ -7,6 +7,7 @@ import yaml
 
 from ansible_collections.gpuops.platform.plugins.action import check_variables as check_action
 from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_check as cv
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import shown_path
 
 ROOT = Path(__file__).resolve().parents[4]
 CATALOG = cv.load_catalog(str(ROOT))
@@ -349,7 +350,7 @@ def test_validate_names_where_each_refused_variable_was_set(tmp_path):
     result = _run_templated({"validate": True}, task_vars)
     assert result["argument_errors"] == [
         "gpu_sharing_configs must be a list of mappings, got a whole number 3 (host localhost; set in %s)"
-        % (tmp_path / "group_vars" / "all" / "k8s.yml")]
+        % shown_path(tmp_path / "group_vars" / "all" / "k8s.yml")]
 
 
 def test_a_lookalike_name_is_shown_escaped():

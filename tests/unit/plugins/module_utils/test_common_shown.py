@@ -34,7 +34,7 @@ def test_a_large_or_deep_value_is_bounded():
     assert len(s.shown(["x" * 1000] * 1000)) < 2 * s.MAX_SHOWN
     assert s.shown(["x" * 1000] * 1000).endswith("... (1000 items)")
     deep = []
-    for _ in range(100000):
+    for _level in range(100000):
         deep = [deep]
     assert s.shown(deep) == "[[[[...]]]]"
 

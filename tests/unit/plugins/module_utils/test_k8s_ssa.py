@@ -94,7 +94,7 @@ def test_created_is_told_by_the_state_before_and_the_uid_never_by_timestamps():
     renewed["metadata"]["uid"] = "u-2"
     server = Server({("GET", cm_path("a")): [(before,), None, (before,)],
                      ("PATCH", cm_path("a")): [(patched,), (patched,), (renewed,)]})
-    results = [applier(server).apply_groups([{"objects": [cm("a", x="2")]}])[1][0] for _ in range(3)]
+    results = [applier(server).apply_groups([{"objects": [cm("a", x="2")]}])[1][0] for _run in range(3)]
     assert [(r["changed"], r["created"]) for r in results] == [(True, False), (True, True), (True, True)]
 
 

@@ -2,6 +2,7 @@
 import pytest
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import variable_types as vt
+from ansible_collections.gpuops.platform.plugins.plugin_utils.variable_sources import shown_path
 
 
 def _owned(name):
@@ -41,7 +42,8 @@ def test_an_extra_var_is_named_with_the_file_that_set_it(tmp_path):
     first.write_text("gpuops_driver_version: 570.190\n")
     last.write_text("other: 1\n")
     args = ["@%s" % first, "@%s" % last, "x=1"]
-    assert vt.extra_vars_source("gpuops_driver_version", args) == "extra vars file %s" % first
+    # Shown as every source is: relative to the current folder when under it (pytest's basetemp may be).
+    assert vt.extra_vars_source("gpuops_driver_version", args) == "extra vars file %s" % shown_path(first)
     assert vt.extra_vars_source("gpuops_driver_version", args + ['{"gpuops_driver_version": 570.19}']) == \
         "extra vars (-e on the command line)"
     assert vt.extra_vars_source("gpuops_driver_version", []) == "extra vars"
@@ -93,7 +95,7 @@ def test_a_plan_refusal_names_the_variable_the_host_and_the_file(tmp_path):
     (line,) = vt.plan_refusal(variables["gpu_sharing_configs"], "gpu_sharing_configs", "gpu_sharing_configs", variables,
                               "single", "")
     assert line.startswith("gpu_sharing_configs: sharing config 'ts': replicas of nvidia.com/gpu is 1")
-    assert line.endswith("(host cp-1; set in %s)" % (tmp_path / "group_vars" / "all" / "k8s.yml"))
+    assert line.endswith("(host cp-1; set in %s)" % shown_path(tmp_path / "group_vars" / "all" / "k8s.yml"))
     assert vt.plan_refusal([{"name": "default", "mode": "none"}], "gpu_sharing_configs", "gpu_sharing_configs",
                            variables, "single", "default") == []
     with pytest.raises(ValueError, match="unknown check"):
