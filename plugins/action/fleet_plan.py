@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.vars.hostvars import HostVarsVars
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import (
     documents, fleet_approval, fleet_plan, fleet_report, fleet_schema, fleet_views, fleet_waves, recorded_facts,
@@ -175,7 +176,7 @@ def _host_view(variables, loader, host):
         return HostVarsVars(variables, loader=loader)
 
 
-class ActionModule(ControllerAction):
+class ActionModule(ControllerAction, ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result, args = self.begin(tmp, task_vars, ARGS)

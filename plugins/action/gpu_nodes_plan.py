@@ -11,6 +11,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.action.fleet_plan import inventory_variables
 from ansible_collections.gpuops.platform.plugins.plugin_utils import gpu_capacity, gpu_nodes_plan
@@ -29,7 +30,7 @@ ARGS = {
 }
 
 
-class ActionModule(ControllerAction):
+class ActionModule(ControllerAction, ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result, args = self.begin(tmp, task_vars, ARGS)

@@ -16,6 +16,7 @@ import os
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.plugin_utils import recorded_facts
 from ansible_collections.gpuops.platform.plugins.plugin_utils.controller_action import ControllerAction
@@ -54,7 +55,7 @@ def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class ActionModule(ControllerAction):
+class ActionModule(ControllerAction, ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result, args = self.begin(tmp, task_vars, ARGS)

@@ -11,6 +11,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.platform.plugins.action.fleet_plan import known_hosts, read_variables
 from ansible_collections.gpuops.platform.plugins.plugin_utils import fleet_approval, fleet_waves, recorded_facts
@@ -74,7 +75,7 @@ def _some(names, shown=20):
     return ", ".join(names[:shown]) + (" and %d more" % more if more > 0 else "")
 
 
-class ActionModule(ControllerAction):
+class ActionModule(ControllerAction, ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result, args = self.begin(tmp, task_vars, ARGS)

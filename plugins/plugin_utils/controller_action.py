@@ -9,11 +9,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.plugins.action import ActionBase
 
-
-class ControllerAction(ActionBase):
-    """An action that plans or reads on the controller: no connection to the host is made."""
+class ControllerAction(object):
+    """Mixed in before ActionBase (``class ActionModule(ControllerAction, ActionBase)``): an action that plans or
+    reads on the controller, so no connection to the host is made. A mixin, since plugin_utils never imports
+    the plugins above it."""
 
     TRANSFERS_FILES = False
     _requires_connection = False
