@@ -25,7 +25,10 @@ description:
   - So a token never becomes an argument of a kubernetes.core task, whose action plugins copy the raw task
     arguments into the result when the module returns none (a crash, for example); the tasks get the kubeconfig's
     path instead. O(api_key) is C(no_log), and the C(gpuops.platform.k8s_apply) role runs the task with C(no_log) too.
-  - One module run each way, where a temporary folder, a copy of the content and a removal took four.
+  - One module run each way, where a temporary folder, a copy of the content and a removal took four. Where the
+    task's host is the controller itself (a local connection without become, as the Kubernetes layer runs from an
+    execution environment), O(state=absent) runs in the controller's own process and costs no module run; the result
+    and the failures are the same.
 options:
   state:
     description: Write a new kubeconfig (V(present)), or remove the one at O(path) (V(absent)).
@@ -45,6 +48,10 @@ extends_documentation_fragment:
   - gpuops.platform.attributes
   - gpuops.platform.attributes.node
 attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the work run on the controller.
+    support: full
+    details: With a local connection and no become, the action plugin removes the kubeconfig itself (O(state=absent)).
   check_mode:
     support: full
     details:
@@ -92,29 +99,13 @@ from ansible_collections.gpuops.platform.plugins.module_utils._k8s import token_
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            server=dict(type="str"),
-            api_key=dict(type="str", no_log=True),
-            path=dict(type="path"),
-        ),
-        required_if=[("state", "present", ("server", "api_key")), ("state", "absent", ("path",))],
-        supports_check_mode=True,
-    )
-    params = module.params
+    module = AnsibleModule(argument_spec=token_kubeconfig.ARGUMENT_SPEC, required_if=token_kubeconfig.REQUIRED_IF,
+                           supports_check_mode=True)
     try:
-        if params["state"] == "present":
-            token_kubeconfig.check(params["server"], params["api_key"])
-            path = "" if module.check_mode else token_kubeconfig.write(params["server"], params["api_key"])
-            module.exit_json(changed=True, path=path)
-        removed = token_kubeconfig.remove(params["path"], dry_run=module.check_mode)
+        result = token_kubeconfig.converge(module.params, module.check_mode)
     except token_kubeconfig.TokenKubeconfigError as exc:
         module.fail_json(msg="k8s_token_kubeconfig: %s" % exc)
-    except OSError as exc:
-        module.fail_json(msg="k8s_token_kubeconfig: could not %s the kubeconfig: %s (check the temporary folder's "
-                             "space and permissions)" % ("write" if params["state"] == "present" else "remove", exc))
-    module.exit_json(changed=removed, path=params["path"])
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,17 @@ PREFIX = "gpuops-k8s-"
 FILE = "kubeconfig"
 
 
+# The module's arguments (plugins/modules/k8s_token_kubeconfig.py), which its action plugin checks too when it
+# removes the kubeconfig in the controller's own process.
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    server=dict(type="str"),
+    api_key=dict(type="str", no_log=True),
+    path=dict(type="path"),
+)
+REQUIRED_IF = [("state", "present", ("server", "api_key")), ("state", "absent", ("path",))]
+
+
 class TokenKubeconfigError(Exception):
     pass
 
@@ -92,3 +103,17 @@ def remove(path, dry_run=False):
         os.unlink(path)
     os.rmdir(folder)
     return True
+
+
+def converge(params, check_mode):
+    """The module's work: ``{changed, path}`` of ``params`` (ARGUMENT_SPEC's); any failure as a TokenKubeconfigError
+    whose message says what to do."""
+    present = params["state"] == "present"
+    try:
+        if present:
+            check(params["server"], params["api_key"])
+            return {"changed": True, "path": "" if check_mode else write(params["server"], params["api_key"])}
+        return {"changed": remove(params["path"], dry_run=check_mode), "path": params["path"]}
+    except OSError as exc:
+        raise TokenKubeconfigError("could not %s the kubeconfig: %s (check the temporary folder's space and "
+                                   "permissions)" % ("write" if present else "remove", exc))

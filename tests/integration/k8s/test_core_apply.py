@@ -258,12 +258,15 @@ def test_helm_release_deployed_as_wanted_is_left_alone_and_a_pending_one_stops(
             ["get", "values", "gpu-operator", "--namespace", "gpu-operator", "-o", "json"]]
         assert "chart %s and values already deployed" % release["version"] in result.output
         # The module's result, as -vvv shows it, carries the decision, never the values. Nothing moved, so the
-        # same module run applied the objects: the call after the Helm releases is skipped.
+        # same module run applied the objects: the steps after the Helm releases are skipped in one task, and
+        # none of them is even included.
         task = result.output.split("Ask helm for the state of every release, and apply the objects of every layer "
                                    "when none moves]", 1)[1].split("TASK [", 1)[0]
         assert "applied: true" in task
-        after = result.output.split("Apply the objects of every layer after the Helm releases]", 1)[1].split("TASK [", 1)[0]
-        assert "skipping: [localhost]" in after and "ok: [localhost]" not in after, after
+        after = result.output.split("Act on the releases that move, then apply the objects after them]", 1)[1].split(
+            "TASK [", 1)[0]
+        assert "skipping: [localhost]" in after and "included:" not in after, after
+        assert "Apply the objects of every layer after the Helm releases]" not in result.output
         assert "chart %s and values already deployed" % release["version"] in task
         assert marker not in task
         assert "Kubernetes GPU stack applied" in " ".join(result.output.split())
@@ -347,9 +350,11 @@ def test_a_layer_without_releases_never_acts_on_an_earlier_applys_helm_plans(tmp
                                 collections_path=installed_collection)
         assert api.get("ConfigMap", "applied", "stale-check")["data"] == {"layer": "stale_check"}
         flat = " ".join(result.output.split())
-        # The layer's own Helm decision (none: it has no release) says that nothing acts, so the Helm
-        # tasks are not even included.
-        assert re.search(r"Recover, install or upgrade the Helm releases\] \**\s*skipping:", flat), flat[-3000:]
+        # The layer's own Helm decision (none: it has no release) says that nothing acts: its first call applied
+        # the ConfigMap, so neither the steps after helm nor the Helm tasks are even included.
+        assert re.search(r"Act on the releases that move, then apply the objects after them\] \**\s*skipping:", flat), \
+            flat[-3000:]
+        assert "Recover, install or upgrade the Helm releases" not in flat
         assert "Uninstall the Helm releases that never deployed" not in flat
         assert "never deployed: uninstalled" not in flat
         assert "failed=0" in recap(result)
