@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 import threading
 import time
@@ -304,48 +305,85 @@ IDENTITY = ("apiVersion", "kind")
 IDENTITY_METADATA = ("name", "namespace")
 
 
-def _applied_fields(value):
-    """The fieldsV1 set of an applied map, or None where it holds a list, an empty map or a null (which need the
-    schema, or the server, to say what the apply owns)."""
-    out = {}
-    for key, item in value.items():
-        if isinstance(item, dict):
-            if not item:
-                return None
-            inner = _applied_fields(item)
-            if inner is None:
-                return None
-            out["f:%s" % key] = inner
-        elif item is None or isinstance(item, list):
-            return None
-        else:
-            out["f:%s" % key] = {}
-    return out
+_MISSING = object()
 
 
-def _set_only(fields):
-    """A fieldsV1 set without its "." members (a map's own entry, which an update records and an apply may not)."""
-    return dict((k, _set_only(v)) for k, v in (fields or {}).items() if k != ".") if isinstance(fields, dict) else fields
+def _same(applied, live):
+    """Equal as JSON (so True is not 1, and 1.0 is not 1): a value the server normalised (a quantity, a float) is
+    not taken for the one applied."""
+    return json.dumps(applied, sort_keys=True) == json.dumps(live, sort_keys=True)
 
 
-def _same_values(applied, live):
-    for key, item in applied.items():
-        if not isinstance(live, dict) or key not in live:
+def _owned(node):
+    """A fieldsV1 node without its "." members (a map's or a list item's own entry, which an apply may record)."""
+    return dict((k, v) for k, v in node.items() if k != ".") if isinstance(node, dict) else None
+
+
+def _map_holds(node, applied, live):
+    """Whether the fieldsV1 ``node`` owns exactly the fields of the applied map ``applied`` and ``live`` holds their
+    values. Anything this cannot tell without the schema (a null, a list keyed by index) is False."""
+    node = _owned(node)
+    if node is None or not isinstance(live, dict) or set(node) != set("f:%s" % k for k in applied):
+        return False
+    return all(_value_holds(node["f:%s" % key], value, live.get(key, _MISSING)) for key, value in applied.items())
+
+
+def _value_holds(node, applied, live):
+    """One applied value against its fieldsV1 ``node``: a leaf (a scalar, an atomic map or list) is compared whole; a
+    map or list the server tracks field by field is walked."""
+    node = _owned(node)
+    if live is _MISSING or applied is None or node is None:
+        return False
+    if not node:  # a leaf: a scalar, an atomic map or list, or an empty one (owned as a whole)
+        return _same(applied, live)
+    if isinstance(applied, dict):
+        return _map_holds(node, applied, live)
+    if isinstance(applied, list):
+        return _list_holds(node, applied, live)
+    return False
+
+
+def _list_holds(node, applied, live):
+    """A list the server tracks by item: a set of scalars ("v:" members) or a map list keyed by some of its items'
+    fields ("k:" members, each naming its key fields and their values). Each applied item must be owned by exactly one
+    member, and the live item of the same key must hold its values."""
+    if not isinstance(live, list) or len(node) != len(applied):
+        return False
+    if all(k.startswith("v:") for k in node):
+        try:
+            owned = sorted(json.dumps(json.loads(k[2:]), sort_keys=True) for k in node)
+        except ValueError:
             return False
-        if isinstance(item, dict):
-            if not _same_values(item, live[key]):
-                return False
-        elif live[key] != item:
+        return owned == sorted(json.dumps(v, sort_keys=True) for v in applied) and all(v in live for v in applied)
+    members = []
+    for key in node:
+        try:
+            fields = json.loads(key[2:]) if key.startswith("k:") else None
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict) or not fields:
             return False
+        members.append((fields, node[key]))
+
+    def of(item, fields):
+        return isinstance(item, dict) and all(k in item and _same(v, item[k]) for k, v in fields.items())
+
+    for item in applied:
+        owning = [m for m in members if of(item, m[0])]
+        found = [i for i in live if of(i, owning[0][0])] if len(owning) == 1 else []
+        if len(found) != 1 or not _map_holds(owning[0][1], item, found[0]):
+            return False
+        members.remove(owning[0])  # as many members as items: each item has its own
     return True
 
 
 def unchanged_by_apply(obj, before, field_manager):
-    """Whether applying ``obj`` as ``field_manager`` would change nothing on ``before`` (the object as listed, with
-    its managedFields): ``field_manager``'s Apply entry owns exactly the fields ``obj`` sets, and ``before`` holds
+    """Whether applying ``obj`` as ``field_manager`` would change nothing on ``before`` (the object as read or listed,
+    with its managedFields): ``field_manager``'s Apply entry owns exactly the fields ``obj`` sets, and ``before`` holds
     their values already. Then no field would be set, given up or taken over, so the server would store the object
-    as it is (Server-Side Apply: a manager's applied configuration is its whole intent). Only for a definition of
-    maps of scalars (a Node's labels): False whenever this cannot be told without the server."""
+    as it is (Server-Side Apply: a manager's applied configuration is its whole intent). Lists are walked as the
+    entry records them (atomic, a set, or keyed by their items' fields). False whenever this cannot be told without
+    the server: the object is then applied."""
     meta = obj.get("metadata") or {}
     if not isinstance(before, dict) or not isinstance(meta, dict):
         return False
@@ -353,14 +391,13 @@ def unchanged_by_apply(obj, before, field_manager):
     config["metadata"] = dict((k, v) for k, v in meta.items() if k not in IDENTITY_METADATA)
     if not config["metadata"]:
         del config["metadata"]
-    fields = _applied_fields(config)
-    if not fields:
+    if not config:
         return False
     entries = [e for e in (before.get("metadata") or {}).get("managedFields") or []
                if isinstance(e, dict) and e.get("manager") == field_manager and e.get("operation") == "Apply" and not e.get("subresource")]
     if len(entries) != 1 or entries[0].get("apiVersion") != obj.get("apiVersion"):
         return False
-    return _set_only(entries[0].get("fieldsV1")) == fields and _same_values(config, before)
+    return _map_holds(entries[0].get("fieldsV1"), config, before)
 
 
 class Applier(object):
@@ -374,8 +411,11 @@ class Applier(object):
 
     ``listed``: objects as a LIST answered them, cut by ``view`` (a callable, from a whole object to that cut; the
     Nodes of k8s_discovery): their states before too, each with its resourceVersion. Their answers are compared and
-    shown through ``view``, and one that an apply would leave as it is (unchanged_by_apply) is not applied at all:
-    a no-op writes nothing to it.
+    shown through ``view``.
+
+    An object that an apply would leave as it is (unchanged_by_apply: this field manager owns exactly the fields it
+    applies, at the values it applies, in the state before) is not applied at all: a no-op writes nothing, and the
+    state before is its answer. Any object this cannot be told of is applied.
     """
 
     def __init__(self, request, resources, field_manager, dry_run=False, diff=False, wait_timeout=300, wait_sleep=5,
@@ -501,8 +541,13 @@ class Applier(object):
         listed = key in self._known and key in self._listed
         self._listed.discard(key)
         before = self._known.pop(key) if key in self._known else self._before(obj, path)
-        if listed and unchanged_by_apply(obj, before, self.field_manager):
+        if unchanged_by_apply(obj, before, self.field_manager):
+            # Nothing to write: the object as it was read is the answer an apply would have given.
+            if wait and not self.dry_run:
+                before = self._wait(obj, path, before)
             result = {"changed": False, "method": "apply", "result": before}
+            if not listed:
+                result["created"] = False
             if self.diff:
                 result["diff"] = {}
             return result

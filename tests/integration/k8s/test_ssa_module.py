@@ -83,7 +83,7 @@ def object_calls(api, start):
             if not (p in ("/version", "/api", "/apis", "/api/v1") or p.count("/") == 3 and p.startswith("/apis/"))]
 
 
-def test_a_no_op_reads_each_object_once_patches_it_once_and_changes_nothing():
+def test_a_no_op_reads_each_object_once_and_writes_none_that_it_owns_as_applied():
     with FakeAPIServer() as api:
         api.crd_delay = 1.0  # Established a second after it is created: the first run waits for it
         first = run(api, groups=groups())
@@ -106,9 +106,15 @@ def test_a_no_op_reads_each_object_once_patches_it_once_and_changes_nothing():
         per_object = {}
         for method, path, query in calls:
             per_object.setdefault(path, []).append(method)
-        # One GET and one apply PATCH for each of the 6 objects, nothing else but discovery of the one
-        # group-version the table lacks (example.com/v1, the CRD's).
-        assert sorted(per_object.values()) == [["GET", "PATCH"]] * 6, per_object
+        # One GET for each of the 6 objects, nothing else but discovery of the one group-version the table lacks
+        # (example.com/v1, the CRD's). Each object whose fields this field manager owns, at the values it applies,
+        # is not written (ssa.unchanged_by_apply). The Namespace sets no field of its own, and the Widget only an
+        # empty spec, which this server stores no record of: nothing shows that an apply would leave them as they
+        # are, so each gets its apply PATCH.
+        written = ["/api/v1/namespaces/team-a", "/apis/example.com/v1/namespaces/team-a/widgets/w"]
+        assert per_object == dict([(path, ["GET", "PATCH"]) for path in written] + [
+            (path, ["GET"]) for path in per_object if path not in written]), per_object
+        assert len(per_object) == 6
         discovery = [p for m, p, q, c in api.requests[start:] if (m, p, q) not in calls]
         assert discovery == ["/apis/example.com/v1"], discovery
         assert api.warnings == []
@@ -205,7 +211,8 @@ def applied_with_prune(api, dropped=(), **kw):
 
 def test_with_applysets_a_no_op_reads_no_object_and_what_the_plan_drops_is_pruned_after_every_apply():
     # kubectl apply --server-side --applyset --prune (KEP-3659): the members are listed once, by the part-of
-    # label; here that list is also each object's state before, so a no-op is one PATCH per object.
+    # label; here that list is also each object's state before, so a no-op writes only the objects that list
+    # cannot show unchanged (ssa.unchanged_by_apply).
     with FakeAPIServer() as api:
         api.crd_delay = 1.0
         first = applied_with_prune(api)
@@ -225,7 +232,10 @@ def test_with_applysets_a_no_op_reads_no_object_and_what_the_plan_drops_is_prune
                         and p.rsplit("/", 1)[-1] in ("team-a", "plan", "gpuops-tenant", "default", "w", CRD["metadata"]["name"])]
         assert objects_read == [], calls
         assert sorted(p for m, p, q in calls if m == "PATCH") == sorted(set(p for m, p, q in calls if m == "PATCH"))
-        assert len([m for m, p, q in calls if m == "PATCH"]) == 6
+        # Only the Widget, whose one field is an empty spec that this server keeps no record of: every other member
+        # shows this field manager's ownership of exactly what it applies, at those values (the Namespace too, with
+        # its part-of label).
+        assert [p for m, p, q in calls if m == "PATCH"] == ["/apis/example.com/v1/namespaces/team-a/widgets/w"], calls
         # One list of the parents, one per group-kind of the set (Namespace, CRD, ConfigMap, ResourceQuota,
         # LocalQueue, Widget).
         assert len([m for m, p, q in calls if m == "GET" and q.get("labelSelector")]) == 1 + 6, calls
@@ -235,8 +245,8 @@ def test_with_applysets_a_no_op_reads_no_object_and_what_the_plan_drops_is_prune
         assert dropped["changed"] is True and dropped["applysets"]["pruned"] == ["ConfigMap team-a/plan"], dropped
         assert api.get("ConfigMap", "plan", "team-a") is None
         methods = [m for m, p, q in object_calls(api, start) if m in ("PATCH", "DELETE")]
-        # The five objects, then the prune, then the parent, which no longer records ConfigMap.
-        assert methods == ["PATCH"] * 5 + ["DELETE", "PATCH"], methods
+        # The Widget (as above), then the prune, then the parent, which no longer records ConfigMap.
+        assert methods == ["PATCH", "DELETE", "PATCH"], methods
         assert "ConfigMap" not in api.get("Secret", SET_NAME, SET_NAMESPACE)["metadata"]["annotations"][
             aset.GROUP_KINDS_ANNOTATION].split(",")
 

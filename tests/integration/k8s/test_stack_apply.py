@@ -116,11 +116,10 @@ def test_the_whole_stack_applies_phase_by_phase_and_a_no_op_only_applies_each_ob
         assert "changed=0" in core.recap(noop), core.recap(noop)
         assert {k: o["metadata"]["resourceVersion"] for k, o in api.objects.items()} == rv
         writes = api.writes()
-        # Nothing but one server-side apply per planned object: no taint patch, no ApplySet parent write, and none
-        # to a Node, whose labels this field manager owns at the planned values already.
-        assert all(r[0] == "PATCH" and r[3] == "application/apply-patch+yaml" for r in writes), writes
-        nodes = sum(1 for o in planned.layers["gpu_nodes"]["objects"] if o["kind"] == "Node")
-        assert nodes and len(writes) == objects - nodes
+        # No write at all: no taint patch, no ApplySet parent write, and no server-side apply, since every planned
+        # object (each Node's labels too) is owned by this field manager at the planned values already, as the
+        # LISTs before the applies show (ssa.unchanged_by_apply).
+        assert objects > 20 and writes == [], writes
         assert not [r for r in api.requests if r[1].startswith("/api/v1/nodes/")]
         # One helm list for every release, each deployed release's values, and no install or upgrade
         # (helm reads its own storage: its one list across namespaces, then each release's latest revision).
