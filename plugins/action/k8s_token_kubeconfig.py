@@ -31,7 +31,7 @@ class ActionModule(ActionBase):
             result.update(self._execute_module(task_vars=task_vars or {}))
             return result
         _validation, params = self.validate_argument_spec(argument_spec=token_kubeconfig.ARGUMENT_SPEC,
-                                                         required_if=token_kubeconfig.REQUIRED_IF)
+                                                          required_if=token_kubeconfig.REQUIRED_IF)
         try:
             result.update(token_kubeconfig.converge(params, self._task.check_mode))
         except token_kubeconfig.TokenKubeconfigError as exc:
