@@ -162,7 +162,7 @@ def k8s_layers(layers, variables, settings, render=False, built=None):
 
 def _layers(queue):
     if not isinstance(queue, list):
-        raise AnsibleFilterError("k8s_batch expects the list of queued layers (gpuops_k8s_queue), got %r" % (queue,))
+        raise AnsibleFilterError("k8s_batch expects the list of queued layers (k8s_layers), got %r" % (queue,))
     for layer in queue:
         if not isinstance(layer, Mapping) or not layer.get("layer") or not isinstance(layer.get("phases"), Mapping):
             raise AnsibleFilterError("a queued layer needs layer and phases (see k8s_apply's main.yml), got %r" % (layer,))
@@ -208,11 +208,13 @@ def k8s_batch(queue, api_kinds=None, namespaces=None, check=False):
     identities (no data) of its objects. ``settings`` is the one set of
     k8s_apply settings the layers share (they must agree);
     ``force_namespaces`` and ``force_crds`` force conflicts only when every
-    layer with objects in that phase does.
+    layer with objects in that phase does. ``queue`` is the queued layers
+    themselves, in order: what the flush's later steps take (k8s_chart_upgrades,
+    k8s_batch_layers), so one task plans both.
     """
     layers = _layers(queue)
     out = {"namespaces": [], "crds": [], "releases": [], "release_names": [], "wait_crds": [], "groups": [],
-           "no_log": False, "unchecked": [], "settings": _settings(layers),
+           "no_log": False, "unchecked": [], "settings": _settings(layers), "queue": layers,
            "force_namespaces": _all_force(layers, "namespaces"), "force_crds": _all_force(layers, "crds"),
            "applysets": [{"name": layer.get("set_name"), "objects": k8s_applyset_identities(layer.get("members"))}
                          for layer in layers]}

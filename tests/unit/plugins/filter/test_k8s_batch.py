@@ -107,7 +107,7 @@ def test_release_names_that_would_break_a_helm_command_line_are_refused(bad):
 
 
 def test_a_queue_that_is_not_one_is_refused():
-    with pytest.raises(AnsibleFilterError, match="gpuops_k8s_queue"):
+    with pytest.raises(AnsibleFilterError, match="queued layers"):
         k8s_batch({"layer": "x"})
     with pytest.raises(AnsibleFilterError, match="needs layer and phases"):
         k8s_batch([{"layer": "x"}])
