@@ -47,11 +47,12 @@ options:
 extends_documentation_fragment:
   - gpuops.platform.attributes
   - gpuops.platform.attributes.node
+  - gpuops.platform.attributes.node_action
 attributes:
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the work run on the controller.
     support: full
-    details: With a local connection and no become, the action plugin removes the kubeconfig itself (O(state=absent)).
+    details: With a local connection and no become, the action plugin removes the kubeconfig itself (O(state=absent));
+      otherwise it runs the module on the host.
   check_mode:
     support: full
     details:
