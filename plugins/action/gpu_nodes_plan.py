@@ -43,4 +43,8 @@ class ActionModule(ControllerAction, ActionBase):
         except (gpu_nodes_plan.GpuNodesPlanError, gpu_capacity.CapacityError) as exc:
             raise AnsibleActionFail(to_text(exc))
         result.update(changed=False, capacity=capacity, nodes=nodes)
+        if capacity.get("missing_facts"):
+            # A warning of this task's, so that no task of its own runs to say it.
+            result["warnings"] = ["No NVIDIA facts for %s: their GPUs are not counted. Run playbooks/site.yml (or "
+                                  "nodes.yml first) or enable fact caching." % ", ".join(capacity["missing_facts"])]
         return result

@@ -29,6 +29,7 @@ description:
     of its product, GPU count, device-plugin config and MIG config, then C(gpu_nodes_labels) and the host's
     C(gpu_nodes_host_labels); a DRA node's C(nvidia.com/gpu.deploy.device-plugin) is always C(false).
   - The plan is returned (RV(capacity), RV(nodes)), not set as facts of the host.
+  - A host without NVIDIA facts (none recorded, none gathered) is counted without GPUs, and the task warns, naming it.
 author:
   - gpuops.platform maintainers (@gpuops)
 options:
