@@ -69,6 +69,11 @@ def k8s_layer_variables(layers):
             for layer in _layer_list(layers) if layer.get("release_from") for suffix in RELEASE_VARIABLES]
 
 
+def k8s_layer_errors(layers):
+    """Every layer's errors (its role's checks of its settings), each as ``<layer>: <error>``, layer by layer."""
+    return ["%s: %s" % (layer["layer"], to_text(error)) for layer in _layer_list(layers) for error in layer.get("errors") or []]
+
+
 def k8s_layer_templates(layers, roles_dir):
     """``{layer: path}``: the objects template (``<roles_dir>/<layer>/templates/objects.yml.j2``) of each layer that
     says ``template``, for one ``query('gpuops.platform.template', ...)`` whose answer k8s_layer_objects takes."""
@@ -337,6 +342,7 @@ def k8s_batch_layers(queue, applied, helm=None, applysets=None, plans=None):
 FilterModule = filter_module(
     k8s_layers,
     k8s_layer_variables,
+    k8s_layer_errors,
     k8s_layer_templates,
     k8s_layer_objects,
     k8s_batch,

@@ -137,3 +137,13 @@ def test_a_layers_errors_refuse_every_layer_before_anything_is_planned():
         k8s_layers([{"layer": "volcano", "objects": [], "errors": ["volcano_queues is not valid: x"]},
                     {"layer": "kueue", "objects": [], "errors": ["kueue: y"]}, {"layer": "ok", "objects": []}],
                    [], settings())
+
+
+def test_layer_errors_are_named_with_their_layer_in_order_and_a_list_of_layers_is_taken():
+    from ansible_collections.gpuops.platform.plugins.filter.k8s_batch import k8s_layer_errors
+    layers = [{"layer": "kueue", "objects": [], "errors": ["no cluster queue", "quota below zero"]},
+              [{"layer": "volcano", "objects": []}, {"layer": "gpu_tenants", "objects": [], "errors": ["team-a: bad"]}]]
+    assert k8s_layer_errors(layers) == ["kueue: no cluster queue", "kueue: quota below zero", "gpu_tenants: team-a: bad"]
+    assert k8s_layer_errors([{"layer": "volcano", "objects": [], "errors": []}]) == []
+    with pytest.raises(AnsibleFilterError, match="must be a list of layers"):
+        k8s_layer_errors({"layer": "kueue"})
