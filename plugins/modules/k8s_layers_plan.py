@@ -66,17 +66,7 @@ options:
     type: list
     elements: str
     default: []
-extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller]
-attributes:
-  check_mode:
-    support: full
-    details: Plans only, in both modes; in check mode the calls leave out what the server cannot dry-run.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-  platform:
-    details: Runs on the controller; no connection to the host is made.
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller, gpuops.platform.attributes.read_only]
 seealso:
   - module: gpuops.platform.k8s_server_side_apply
 """
