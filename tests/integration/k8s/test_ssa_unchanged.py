@@ -48,7 +48,7 @@ FIELDS = {
 }
 
 
-def live(fields=FIELDS, manager=MANAGER, operation="Apply", api_version="apps/v1", **changes):
+def live(fields=None, manager=MANAGER, operation="Apply", api_version="apps/v1", **changes):
     """The Deployment as the server holds it: what was applied, the server's defaults and a sidecar another manager
     added, and the managedFields entry of this manager."""
     obj = copy.deepcopy(DEPLOYMENT)
@@ -58,7 +58,7 @@ def live(fields=FIELDS, manager=MANAGER, operation="Apply", api_version="apps/v1
     spec["restartPolicy"] = "Always"
     obj["metadata"].update(uid="u-1", resourceVersion="7", managedFields=[
         {"manager": manager, "operation": operation, "apiVersion": api_version, "fieldsType": "FieldsV1",
-         "fieldsV1": fields},
+         "fieldsV1": FIELDS if fields is None else fields},
         {"manager": "mesh-injector", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
          "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {'k:{"name":"mesh-proxy"}': {
              ".": {}, "f:name": {}, "f:image": {}}}}}}}}])
