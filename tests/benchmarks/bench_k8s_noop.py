@@ -412,6 +412,7 @@ def main():
             counted = verbs(api.requests)
             if os.environ.get("BENCH_DEBUG"):
                 print([r[1] for r in api.requests if verbs([r])["discovery"]])
+                print([r[:2] for r in api.requests if r[0] == "PATCH"])
             rows.append((elapsed, result.tasks, len(api.requests), counted, result.cpu or 0.0))
             if args.output:
                 Path(args.output).write_text(result.output)
