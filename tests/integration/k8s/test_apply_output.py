@@ -79,4 +79,10 @@ def test_a_layer_with_a_secret_shows_no_value_in_check_diff(tmp_path, installed_
                         args=["--check", "--diff", "-v"])
         assert SECRET_VALUE not in verbose.output and "secret-value-93" not in verbose.output
         assert TOKEN not in verbose.output
+        # -vvv too: the layers' plan (gpuops.platform.k8s_layers_plan) holds the Secret, and its result is hidden.
+        louder = apply(tmp_path, api, "louder", [namespace, secret, cm("plain", a="1")], installed_collection,
+                       args=["--check", "-vvv"])
+        assert "Check the layers and build their objects" in louder.output
+        assert SECRET_VALUE not in louder.output and "secret-value-93" not in louder.output
+        assert TOKEN not in louder.output
         assert "--- before: Namespace %s (absent)" % NS in checked.output
