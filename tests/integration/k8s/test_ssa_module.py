@@ -63,18 +63,23 @@ def groups():
             {"objects": objects()}]
 
 
-def run(api, check_mode=False, diff=False, **args):
-    params = dict({"host": api.url, "api_key": "t0ken-ssa", "validate_certs": False, "field_manager": MANAGER,
-                   "api_table": TABLE, "wait_sleep": 1, "_ansible_check_mode": check_mode, "_ansible_diff": diff},
-                  **args)
+def run_module(module, api, check_mode=False, diff=False, **args):
+    """One run of ``module``'s main() against ``api`` with the test's token: its result, ``failed`` set on a failure."""
+    params = dict({"host": api.url, "api_key": "t0ken-ssa", "validate_certs": False,
+                   "_ansible_check_mode": check_mode, "_ansible_diff": diff}, **args)
     with module_exits(), patch_module_args(params):
         try:
-            k8s_server_side_apply.main()
+            module.main()
         except ExitJson as done:
             return done.args[0]
         except FailJson as failed:
             return dict(failed.args[0], failed=True)
     raise AssertionError("the module neither exited nor failed")
+
+
+def run(api, check_mode=False, diff=False, **args):
+    return run_module(k8s_server_side_apply, api, check_mode, diff,
+                      **dict({"field_manager": MANAGER, "api_table": TABLE, "wait_sleep": 1}, **args))
 
 
 def object_calls(api, start):

@@ -12,9 +12,8 @@ import urllib.request
 import pytest
 
 from fake_apiserver import FakeAPIServer
-from support.module_args import ExitJson, FailJson, module_exits, patch_module_args
 
-from test_ssa_module import MANAGER, TABLE
+from test_ssa_module import MANAGER, TABLE, run_module
 
 from ansible_collections.gpuops.platform.plugins.module_utils._k8s import discovery, ssa
 from ansible_collections.gpuops.platform.plugins.modules import k8s_node_taints, k8s_server_side_apply
@@ -51,16 +50,7 @@ def listed(api):
 
 
 def run(module, api, check_mode=False, diff=False, **args):
-    params = dict({"host": api.url, "api_key": "t0ken-ssa", "validate_certs": False,
-                   "_ansible_check_mode": check_mode, "_ansible_diff": diff}, **args)
-    with module_exits(), patch_module_args(params):
-        try:
-            module.main()
-        except ExitJson as done:
-            return done.args[0]
-        except FailJson as failed:
-            return dict(failed.args[0], failed=True)
-    raise AssertionError("the module neither exited nor failed")
+    return run_module(module, api, check_mode, diff, **args)
 
 
 def apply(api, objects, nodes, **kw):
