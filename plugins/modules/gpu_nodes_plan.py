@@ -71,17 +71,7 @@ options:
     description: The Node patches are rendered for GitOps (the annotations that turn pruning off for Argo CD and Flux).
     type: bool
     default: false
-extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller]
-attributes:
-  check_mode:
-    support: full
-    details: Reads and plans only, in both modes.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-  platform:
-    details: Runs on the controller; no connection to the hosts is made.
+extends_documentation_fragment: [gpuops.platform.attributes, gpuops.platform.attributes.controller, gpuops.platform.attributes.read_only]
 seealso:
   - module: gpuops.platform.recorded_facts
   - module: gpuops.platform.fleet_plan
